@@ -1,0 +1,13 @@
+// Package backend defines the contract between the leasehold engine and a
+// lease store (Redis, SQL Server, PostgreSQL, or the in-process memory store).
+//
+// A Backend is deliberately small: acquire, renew and release of one key, each
+// one atomic step on the store, with expiry decided by the store's clock. The
+// engine (package leasehold and its actors) adds everything else: waiting,
+// auto-renewal, local deadlines, loss events. Optional capabilities are extra
+// interfaces in this package (ReleaseWatcher, BatchRenewer, Immediate); the
+// engine discovers them with a type assertion, so a backend implements only
+// what its store can do well.
+//
+// Every backend must pass the conformance suite in package backendtest.
+package backend

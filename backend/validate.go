@@ -1,0 +1,96 @@
+package backend
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits every backend accepts. The engine checks them before any backend call;
+// backends check them again so that direct callers get the same answer.
+const (
+	// MaxKeyRunes is the longest key or owner, in Unicode code points. Stores
+	// that count UTF-16 units need room for twice as many.
+	MaxKeyRunes = 200
+	// MaxMetadataBytes is the longest metadata, in UTF-8 bytes (so it fits
+	// 4000 UTF-16 units, e.g. NVARCHAR(4000)).
+	MaxMetadataBytes = 4000
+	// MinTTL and MaxTTL bound every TTL.
+	MinTTL = time.Millisecond
+	MaxTTL = 365 * 24 * time.Hour
+)
+
+// CheckText reports why s is not a valid key or owner: empty or blank, a NUL
+// byte, invalid UTF-8, or longer than MaxKeyRunes.
+func CheckText(what, s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("%w: %s is empty or blank", ErrInvalidRequest, what)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidRequest, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidRequest, what)
+	case utf8.RuneCountInString(s) > MaxKeyRunes:
+		return fmt.Errorf("%w: %s is longer than %d runes", ErrInvalidRequest, what, MaxKeyRunes)
+	}
+	return nil
+}
+
+// CheckTTL reports why ttl is outside [MinTTL, MaxTTL].
+func CheckTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: TTL %v is outside [%v, %v]", ErrInvalidRequest, ttl, MinTTL, MaxTTL)
+	}
+	return nil
+}
+
+// CheckMetadata reports why m cannot be stored: invalid UTF-8, a NUL byte (which
+// PostgreSQL text cannot hold) or longer than MaxMetadataBytes.
+func CheckMetadata(m string) error {
+	switch {
+	case !utf8.ValidString(m):
+		return fmt.Errorf("%w: metadata is not valid UTF-8", ErrInvalidRequest)
+	case strings.IndexByte(m, 0) >= 0:
+		return fmt.Errorf("%w: metadata contains a NUL byte", ErrInvalidRequest)
+	case len(m) > MaxMetadataBytes:
+		return fmt.Errorf("%w: metadata is %d bytes, more than %d", ErrInvalidRequest, len(m), MaxMetadataBytes)
+	}
+	return nil
+}
+
+// Validate checks an acquire request against the limits above.
+func (r AcquireRequest) Validate() error {
+	if err := CheckText("key", r.Key); err != nil {
+		return err
+	}
+	if err := CheckText("owner", r.Owner); err != nil {
+		return err
+	}
+	if err := CheckTTL(r.TTL); err != nil {
+		return err
+	}
+	return CheckMetadata(r.Metadata)
+}
+
+// Validate checks a renew request against the limits above.
+func (r RenewRequest) Validate() error {
+	if err := CheckText("key", r.Key); err != nil {
+		return err
+	}
+	if err := CheckText("owner", r.Owner); err != nil {
+		return err
+	}
+	if r.Token == 0 {
+		return fmt.Errorf("%w: token 0 cannot be renewed", ErrInvalidRequest)
+	}
+	return CheckTTL(r.TTL)
+}
+
+// Validate checks a release request against the limits above.
+func (r ReleaseRequest) Validate() error {
+	if err := CheckText("key", r.Key); err != nil {
+		return err
+	}
+	return CheckText("owner", r.Owner)
+}
