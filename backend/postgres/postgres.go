@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold/backend"
+)
+
+// Backend is the PostgreSQL lease store. It is safe for concurrent use. It
+// implements backend.Backend and backend.ReleaseWatcher.
+type Backend struct {
+	pool       *pgxpool.Pool
+	names      names
+	lockSpace  string // prefix of every advisory lock key: schema NUL table NUL
+	channel    string // NOTIFY channel of this table
+	log        *slog.Logger
+	sweepEvery time.Duration
+	sweepBatch int
+	attempts   int
+	baseDelay  time.Duration
+	maxDelay   time.Duration
+
+	q queries
+
+	lastSweep atomic.Int64 // unix nanoseconds of the last sweep start
+	sweeping  atomic.Bool
+
+	// onListen, when set (by tests), is called each time a LISTEN succeeds.
+	onListen func()
+}
+
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.ReleaseWatcher = (*Backend)(nil)
+)
+
+// New returns a Backend that keeps its leases in the table chosen by the
+// options (default lease.leases), using pool for every statement. The table
+// must exist: call EnsureSchema first, or run CreateScript's DDL. New does no
+// I/O. The pool stays the caller's: Close does not close it.
+func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: nil pool")
+	}
+	c := defaultConfig()
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := validateNames(c.schema, c.table); err != nil {
+		return nil, err
+	}
+	if c.attempts < 1 {
+		return nil, fmt.Errorf("postgres: retry attempts must be at least 1, got %d", c.attempts)
+	}
+	if c.baseDelay <= 0 || c.maxDelay < c.baseDelay {
+		return nil, fmt.Errorf("postgres: retry delays must satisfy 0 < base <= max, got %v and %v", c.baseDelay, c.maxDelay)
+	}
+	n := newNames(c.schema, c.table)
+	b := &Backend{
+		pool:       pool,
+		names:      n,
+		lockSpace:  c.schema + "\x00" + c.table + "\x00",
+		channel:    channelName(c.schema, c.table),
+		log:        c.logger,
+		sweepEvery: c.sweepEvery,
+		sweepBatch: c.sweepBatch,
+		attempts:   c.attempts,
+		baseDelay:  c.baseDelay,
+		maxDelay:   c.maxDelay,
+		q:          buildQueries(n),
+	}
+	return b, nil
+}
+
+// Info reports Name "postgres"; leases are shared by every process that uses
+// the same table.
+func (b *Backend) Info() backend.Info { return backend.Info{Name: "postgres"} }
+
+// Close does nothing: the pool belongs to the caller, and watches end with
+// their context. It exists to satisfy backend.Backend and returns nil.
+func (b *Backend) Close() error { return nil }
+
+// Channel returns the NOTIFY channel on which releases of this table are
+// announced (the payload is the lease name).
+func (b *Backend) Channel() string { return b.channel }
+
+// channelName derives a short, always-valid channel name from the table, so
+// that tables never hear each other's releases and no name is too long.
+func channelName(schema, table string) string {
+	h := fnv.New64a()
+	h.Write([]byte(schema + "\x00" + table))
+	return fmt.Sprintf("leasehold_%016x", h.Sum64())
+}
+
+// lockKey maps a lease name to the advisory lock taken while granting it. Two
+// names may share a key; that only serialises their grants. The hash is
+// computed here (FNV-1a), not by the server, so every version of this package
+// and of PostgreSQL agrees on it.
+func (b *Backend) lockKey(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(b.lockSpace))
+	h.Write([]byte(key))
+	return int64(h.Sum64()) // two's complement reinterpretation, by design
+}

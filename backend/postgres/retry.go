@@ -1,0 +1,83 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// retry runs fn until it succeeds, fails for good, or the attempts or the
+// context's time run out. fn must be safe to repeat as a whole: every
+// operation of this package is (an acquire repeated by the same owner
+// refreshes its own row and keeps the token).
+func (b *Backend) retry(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || ctx.Err() != nil || !transient(err) || attempt >= b.attempts {
+			return err
+		}
+		wait := b.backoff(attempt)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			// Sleeping would only end in the context's error; the fault is
+			// more useful to the caller.
+			return err
+		}
+		b.log.DebugContext(ctx, "leasehold postgres: retrying after transient error",
+			"op", op, "attempt", attempt, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is full-jitter exponential: uniform in [0, min(max, base*2^(n-1))].
+func (b *Backend) backoff(attempt int) time.Duration {
+	d := b.maxDelay
+	if attempt < 30 {
+		if e := b.baseDelay << (attempt - 1); e > 0 && e < d {
+			d = e
+		}
+	}
+	return rand.N(d) + 1
+}
+
+// transient reports failures that may pass if the whole operation is tried
+// again: serialization failures, deadlocks, lock timeouts, connection
+// problems and a server that is shutting down or starting up.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", // serialization_failure
+			"40P01", // deadlock_detected
+			"55P03", // lock_not_available
+			"57P01", // admin_shutdown (pg_terminate_backend, fast shutdown)
+			"57P02", // crash_shutdown
+			"57P03", // cannot_connect_now (starting up, recovering)
+			"53300": // too_many_connections
+			return true
+		}
+		return pgErr.Code[:2] == "08" // connection_exception class
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case pgconn.SafeToRetry(err),
+		errors.As(err, &connectErr),
+		errors.As(err, &netErr),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, pgconn.ErrConnClosed): // a pooled conn whose server process ended
+		return true
+	}
+	return false
+}
