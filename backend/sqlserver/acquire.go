@@ -1,0 +1,119 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// errNoResult means a batch ended without its result row: a fault, never "not
+// acquired".
+var errNoResult = errors.New("sqlserver: the batch returned no result row")
+
+// acquireResult is the row the acquire batch selects.
+type acquireResult struct {
+	outcome    int64
+	holder     string
+	token      int64
+	expiresAt  time.Time
+	rowVersion []byte
+}
+
+// Acquire grants r.Key to r.Owner when no live row exists, takes over an
+// expired row (both with a new token), refreshes r.Owner's own live row
+// (same token), or reports the holder. With a replica configured, a grant is
+// reported only once the replica shows it; otherwise it is released and
+// reported as not acquired.
+func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
+	if err := r.Validate(); err != nil {
+		return backend.Grant{}, err
+	}
+	var res acquireResult
+	err := b.retry(ctx, "acquire", func(ctx context.Context) error {
+		var err error
+		res, err = b.acquireOnce(ctx, r)
+		return err
+	})
+	if err != nil {
+		b.log.WarnContext(ctx, "acquire failed", "key", r.Key, "owner", r.Owner, "err", err)
+		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
+	}
+	if res.outcome == outcomeBusy {
+		return backend.Grant{Holder: res.holder, HolderExpiresAt: res.expiresAt}, nil
+	}
+	grant := backend.Grant{Acquired: true, Token: uint64(res.token), ExpiresAt: res.expiresAt}
+	if b.replica == nil {
+		return grant, nil
+	}
+	return b.confirmGrant(ctx, r, grant, res.rowVersion)
+}
+
+func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (acquireResult, error) {
+	rows, err := b.db.QueryContext(ctx, b.q.acquire, b.acquireArgs(r)...)
+	if err != nil {
+		return acquireResult{}, err
+	}
+	return scanAcquire(rows, r.Owner)
+}
+
+// acquireArgs are the parameters of the acquire batch. go-mssqldb sends a Go
+// string as NVARCHAR (so any Unicode text survives) and an int64 as BIGINT.
+func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
+	return []any{
+		sql.Named("name", r.Key),
+		sql.Named("owner", r.Owner),
+		sql.Named("ttlUs", ttlMicros(r.TTL)),
+		sql.Named("metadata", r.Metadata),
+		sql.Named("sweep", int64(b.cfg.sweep)),
+	}
+}
+
+// scanAcquire reads the one result row and checks that it makes sense, so
+// that a malformed answer is reported as a fault rather than as a grant.
+func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return acquireResult{}, err
+		}
+		return acquireResult{}, errNoResult
+	}
+	var (
+		res     acquireResult
+		holder  sql.NullString
+		token   sql.NullInt64
+		expires sql.NullTime
+	)
+	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion); err != nil {
+		return acquireResult{}, fmt.Errorf("sqlserver: scanning the acquire result: %w", err)
+	}
+	// Drain the result so that an error raised after the row (the batch
+	// aborted under XACT_ABORT) is not missed.
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return acquireResult{}, err
+	}
+	if err := rows.Close(); err != nil {
+		return acquireResult{}, err
+	}
+	res.holder, res.token, res.expiresAt = holder.String, token.Int64, expires.Time.UTC()
+	switch res.outcome {
+	case outcomeInserted, outcomeTakeover, outcomeRefresh:
+		if res.holder != owner || token.Int64 <= 0 || !expires.Valid || len(res.rowVersion) != 8 {
+			return acquireResult{}, fmt.Errorf("sqlserver: malformed grant (outcome %d, holder %q, token %d, expiry valid %t, rowversion %d bytes)",
+				res.outcome, res.holder, token.Int64, expires.Valid, len(res.rowVersion))
+		}
+	case outcomeBusy:
+		if !holder.Valid || !expires.Valid {
+			return acquireResult{}, fmt.Errorf("sqlserver: malformed busy answer (holder valid %t, expiry valid %t)", holder.Valid, expires.Valid)
+		}
+	default:
+		return acquireResult{}, fmt.Errorf("sqlserver: unknown acquire outcome %d", res.outcome)
+	}
+	return res, nil
+}

@@ -1,0 +1,76 @@
+package sqlserver
+
+import (
+	"database/sql"
+	"errors"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// Backend is the SQL Server lease store. It is safe for concurrent use.
+type Backend struct {
+	db      *sql.DB
+	names   objectNames
+	q       queries
+	cfg     config
+	log     *slog.Logger
+	replica *sql.DB
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a backend that keeps leases in the table of WithTable (default
+// lease.Leases) of db. It does not create the table (see EnsureSchema and
+// CreateScript) and does not touch the database. db (and a replica given with
+// WithReplica) stay the caller's: Close does not close them.
+func New(db *sql.DB, opts ...Option) (*Backend, error) {
+	if db == nil {
+		return nil, errors.New("sqlserver: New: nil *sql.DB")
+	}
+	cfg := defaultConfig()
+	for _, opt := range opts {
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	names, err := newObjectNames(cfg.schema, cfg.table)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{
+		db:      db,
+		names:   names,
+		q:       newQueries(names, cfg.sweep > 0),
+		cfg:     cfg,
+		log:     cfg.logger.With("backend", "sqlserver", "table", names.String()),
+		replica: cfg.replica,
+	}, nil
+}
+
+// Info reports "sqlserver", shared across processes.
+func (b *Backend) Info() backend.Info {
+	return backend.Info{Name: "sqlserver", ProcessLocal: false}
+}
+
+// Close does nothing: the backend owns no resources of its own, and the
+// *sql.DB handles belong to the caller.
+func (b *Backend) Close() error { return nil }
+
+// ttlMicros converts a TTL to whole microseconds, rounding up so that the
+// store's expiry is never earlier than asked. Sent as BIGINT, it cannot
+// overflow for any TTL up to backend.MaxTTL.
+func ttlMicros(ttl time.Duration) int64 {
+	return int64((ttl + time.Microsecond - 1) / time.Microsecond)
+}
+
+// tokenParam converts a fencing token for a BIGINT parameter. Tokens come
+// from a BIGINT sequence, so a token above MaxInt64 was never issued.
+func tokenParam(token uint64) (int64, bool) {
+	if token > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(token), true
+}

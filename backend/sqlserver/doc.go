@@ -1,0 +1,39 @@
+// Package sqlserver is the SQL Server backend of leasehold: the row lease of
+// the Aaravsoft.Distributed.Lease product (one row per lease name, expiry
+// decided by SYSDATETIMEOFFSET, opportunistic sweep of expired rows,
+// idempotent re-acquire, owner-filtered renew and release, optional
+// read-replica confirmation by RowVersion, custom schema and table, metadata,
+// logging) made correct and given fencing tokens.
+//
+// The table has one row per held name:
+//
+//	LeaseName        NVARCHAR(400) BIN2  with LeaseNameBytes, the primary key
+//	OwnerInstanceId  NVARCHAR(400) BIN2
+//	FencingToken     BIGINT              drawn from a SEQUENCE
+//	AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc  DATETIMEOFFSET(7)
+//	Metadata         NVARCHAR(4000)
+//	RowVersion       ROWVERSION
+//
+// Names and owners use a binary collation, so "Foo" and "foo" are different
+// leases. SQL Server ignores trailing spaces when it compares strings even
+// under a binary collation, so every comparison also compares DATALENGTH,
+// and the primary key includes LeaseNameBytes (kept equal to
+// DATALENGTH(LeaseName) by a CHECK constraint): "a" and "a " never collide.
+//
+// Every operation is one batch sent with database/sql. Acquire runs, with SET
+// XACT_ABORT ON, a best-effort sweep of expired rows as its own statement and
+// then one transaction that locks the name (UPDLOCK, HOLDLOCK), reads the
+// server clock once and inserts, takes over an expired row, refreshes the
+// caller's own live row or reports the holder. Renew and Release filter by
+// name, owner and token. Transient errors (deadlock victim, Azure SQL
+// throttling and failover numbers) are retried as a whole batch, which is safe
+// because every batch is idempotent for its owner.
+//
+// Create the table once with EnsureSchema (idempotent, safe when several
+// instances start at once) or deploy the output of CreateScript out of band.
+//
+// There is no SQL Server on the machines this package is developed on: its SQL
+// text, parameters, result scanning, retry and replica logic are unit-tested
+// with go-sqlmock, and the conformance suite runs against a real server only
+// when LEASEHOLD_SQLSERVER_DSN is set.
+package sqlserver

@@ -1,0 +1,117 @@
+package sqlserver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ErrInvalidIdentifier is returned (wrapped) for a schema or table name that
+// cannot be used: empty, longer than SQL Server allows, or containing NUL,
+// control characters or surrounding white space.
+var ErrInvalidIdentifier = errors.New("sqlserver: invalid identifier")
+
+// maxIdentifierUnits is the length of sysname, NVARCHAR(128), in UTF-16 units.
+const maxIdentifierUnits = 128
+
+// objectNames holds the bracket-quoted names of every object of one lease
+// table. Names derived from the table (sequence, constraints, index) must fit
+// in sysname too, which is why the table name may be shorter than 128 units.
+type objectNames struct {
+	schema, table string // raw names, for catalog look-ups
+	schemaQ       string // [schema]
+	tableQ        string // [schema].[table]
+	sequenceQ     string // [schema].[table_FencingToken]
+	pk            string // [PK_table]
+	ckBytes       string // [CK_table_LeaseNameBytes]
+	ckToken       string // [CK_table_FencingToken]
+	ixExpires     string // [IX_table_ExpiresAtUtc], unquoted in indexName
+	indexName     string
+}
+
+// CheckIdentifiers reports whether schema and table can name a lease table:
+// each 1..128 UTF-16 units of valid UTF-8 without NUL or other control
+// characters and without leading or trailing white space, and the table short
+// enough that the derived names (table_FencingToken, CK_table_LeaseNameBytes,
+// ...) fit in 128 units. Brackets, quotes, semicolons and comment markers are
+// allowed: every identifier is bracket-quoted.
+func CheckIdentifiers(schema, table string) error {
+	_, err := newObjectNames(schema, table)
+	return err
+}
+
+func newObjectNames(schema, table string) (objectNames, error) {
+	if err := checkIdentifier("schema", schema); err != nil {
+		return objectNames{}, err
+	}
+	if err := checkIdentifier("table", table); err != nil {
+		return objectNames{}, err
+	}
+	n := objectNames{
+		schema:    schema,
+		table:     table,
+		schemaQ:   quoteIdent(schema),
+		indexName: "IX_" + table + "_ExpiresAtUtc",
+	}
+	derived := []struct {
+		dst  *string
+		name string
+	}{
+		{&n.sequenceQ, table + "_FencingToken"},
+		{&n.pk, "PK_" + table},
+		{&n.ckBytes, "CK_" + table + "_LeaseNameBytes"},
+		{&n.ckToken, "CK_" + table + "_FencingToken"},
+		{&n.ixExpires, n.indexName},
+	}
+	for _, d := range derived {
+		if units := utf16Len(d.name); units > maxIdentifierUnits {
+			return objectNames{}, fmt.Errorf("%w: table name %q is too long: the derived name %q has %d UTF-16 units, more than %d",
+				ErrInvalidIdentifier, table, d.name, units, maxIdentifierUnits)
+		}
+		*d.dst = quoteIdent(d.name)
+	}
+	n.sequenceQ = n.schemaQ + "." + n.sequenceQ
+	n.tableQ = n.schemaQ + "." + quoteIdent(table)
+	return n, nil
+}
+
+func checkIdentifier(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s name is empty", ErrInvalidIdentifier, what)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s name is not valid UTF-8", ErrInvalidIdentifier, what)
+	case strings.TrimSpace(s) != s:
+		// SQL Server trims trailing blanks of identifiers, so "[t ]" would
+		// silently name "t".
+		return fmt.Errorf("%w: %s name %q has leading or trailing white space", ErrInvalidIdentifier, what, s)
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return fmt.Errorf("%w: %s name %q contains NUL or another control character", ErrInvalidIdentifier, what, s)
+	case utf16Len(s) > maxIdentifierUnits:
+		return fmt.Errorf("%w: %s name is longer than %d UTF-16 units", ErrInvalidIdentifier, what, maxIdentifierUnits)
+	}
+	return nil
+}
+
+// quoteIdent bracket-quotes an identifier, doubling any closing bracket, as
+// QUOTENAME does.
+func quoteIdent(s string) string {
+	return "[" + strings.ReplaceAll(s, "]", "]]") + "]"
+}
+
+// quoteLiteral makes an N'...' string literal, doubling single quotes. It is
+// used only for DDL, where parameters cannot name objects.
+func quoteLiteral(s string) string {
+	return "N'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}

@@ -1,0 +1,204 @@
+package sqlserver
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Outcomes of the acquire batch, in its Outcome column.
+const (
+	outcomeBusy     = 0 // another owner holds a live row
+	outcomeInserted = 1 // no row: inserted with a new token
+	outcomeTakeover = 2 // expired row: taken over with a new token
+	outcomeRefresh  = 3 // the caller's own live row: refreshed, same token
+)
+
+// queries holds the SQL text of one table, built once by New. Every value is
+// a parameter (@name, @owner, @token, @ttlUs, @metadata, @sweep); only the
+// bracket-quoted object names are spliced into the text.
+type queries struct {
+	acquire string
+	renew   string
+	release string
+	replica string
+}
+
+// keyMatch selects the row of @name. SQL Server pads the shorter string with
+// spaces before comparing, even under a binary collation, so the length in
+// bytes is compared too; LeaseNameBytes is the second primary key column so
+// that this is an index seek.
+const keyMatch = `LeaseName = @name AND LeaseNameBytes = DATALENGTH(@name)`
+
+// ownerMatch is true for rows of @owner, exactly (see keyMatch). The column's
+// binary collation takes precedence over the parameter's default collation.
+const ownerMatch = `OwnerInstanceId = @owner AND DATALENGTH(OwnerInstanceId) = DATALENGTH(@owner)`
+
+// expiresFromNow computes @now + @ttlUs microseconds. DATEADD takes an INT,
+// which holds only 35 minutes of microseconds, so whole seconds and the rest
+// are added in two steps; both fit an INT for every TTL up to MaxTTL.
+const expiresFromNow = `DATEADD(MICROSECOND, CAST(@ttlUs % 1000000 AS INT), DATEADD(SECOND, CAST(@ttlUs / 1000000 AS INT), @now))`
+
+func newQueries(n objectNames, sweep bool) queries {
+	r := strings.NewReplacer(
+		"{table}", n.tableQ,
+		"{sequence}", n.sequenceQ,
+		"{keyMatch}", keyMatch,
+		"{ownerMatch}", ownerMatch,
+		"{expires}", expiresFromNow,
+	)
+	sweepSQL := ""
+	if sweep {
+		sweepSQL = r.Replace(sweepTemplate)
+	}
+	return queries{
+		acquire: strings.Replace(r.Replace(acquireTemplate), "{sweep}\n", sweepSQL, 1),
+		renew:   r.Replace(renewTemplate),
+		release: r.Replace(releaseTemplate),
+		replica: r.Replace(replicaTemplate),
+	}
+}
+
+// sweepTemplate deletes up to @sweep expired rows of any name, as its own
+// autocommit statement before the acquire transaction so that it never holds
+// serializable locks. READPAST skips rows that other sessions have locked;
+// the predicate is re-checked on each locked row, so a row refreshed meanwhile
+// is not deleted. The sweep is best effort: a failure (for example being
+// chosen as a deadlock victim) must not fail the acquire.
+const sweepTemplate = `BEGIN TRY
+    DELETE TOP (@sweep) FROM {table} WITH (READPAST, ROWLOCK)
+    WHERE ExpiresAtUtc <= SYSDATETIMEOFFSET();
+END TRY
+BEGIN CATCH
+    SET @swept = -1;
+END CATCH;
+`
+
+// acquireTemplate is the whole acquire batch. XACT_ABORT ON makes any error,
+// and a client cancel (attention), roll the transaction back, so a cancelled
+// batch leaves no transaction open. The name is locked first (UPDLOCK,
+// HOLDLOCK takes a key-range lock when the row is absent, so two callers
+// cannot both insert); the clock is read once, after the lock. The token is
+// drawn into a variable: NEXT VALUE FOR is not allowed in MERGE, CASE or
+// OUTPUT, and must only be drawn after the lock so that tokens follow the
+// order of grants. Results go through OUTPUT ... INTO a table variable and
+// are selected after COMMIT.
+const acquireTemplate = `SET NOCOUNT ON;
+SET XACT_ABORT ON;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
+DECLARE @swept INT = 0;
+{sweep}
+DECLARE @out TABLE (
+    Outcome      TINYINT           NOT NULL,
+    Holder       NVARCHAR(400)     NULL,
+    FencingToken BIGINT            NULL,
+    ExpiresAtUtc DATETIMEOFFSET(7) NULL,
+    RowVer       BINARY(8)         NULL
+);
+DECLARE @found BIT = 0;
+DECLARE @mine BIT = 0;
+DECLARE @holder NVARCHAR(400);
+DECLARE @holderToken BIGINT;
+DECLARE @holderExpires DATETIMEOFFSET(7);
+DECLARE @now DATETIMEOFFSET(7);
+DECLARE @token BIGINT;
+
+BEGIN TRANSACTION;
+
+SELECT @found = 1,
+       @mine = CASE WHEN {ownerMatch} THEN 1 ELSE 0 END,
+       @holder = OwnerInstanceId,
+       @holderToken = FencingToken,
+       @holderExpires = ExpiresAtUtc
+FROM {table} WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
+WHERE {keyMatch};
+
+SET @now = SYSDATETIMEOFFSET();
+
+IF @found = 0
+BEGIN
+    SET @token = NEXT VALUE FOR {sequence};
+    INSERT INTO {table} (LeaseName, LeaseNameBytes, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
+    OUTPUT 1, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc, inserted.[RowVersion]
+    INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
+    VALUES (@name, DATALENGTH(@name), @owner, @token, @now, @now, {expires}, @metadata);
+END
+ELSE IF @holderExpires <= @now
+BEGIN
+    SET @token = NEXT VALUE FOR {sequence};
+    UPDATE {table} WITH (ROWLOCK)
+    SET OwnerInstanceId = @owner,
+        FencingToken = @token,
+        AcquiredAtUtc = @now,
+        RenewedAtUtc = @now,
+        ExpiresAtUtc = {expires},
+        Metadata = @metadata
+    OUTPUT 2, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc, inserted.[RowVersion]
+    INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
+    WHERE {keyMatch};
+END
+ELSE IF @mine = 1
+BEGIN
+    UPDATE {table} WITH (ROWLOCK)
+    SET RenewedAtUtc = @now,
+        ExpiresAtUtc = {expires},
+        Metadata = @metadata
+    OUTPUT 3, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc, inserted.[RowVersion]
+    INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
+    WHERE {keyMatch};
+END
+ELSE
+BEGIN
+    INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
+    VALUES (0, @holder, @holderToken, @holderExpires, NULL);
+END;
+
+COMMIT TRANSACTION;
+
+SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer FROM @out;
+`
+
+// renewTemplate extends the live row of (@name, @owner, @token). No row comes
+// back when that holding has been released, has expired or was taken over.
+const renewTemplate = `SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+DECLARE @out TABLE (FencingToken BIGINT NOT NULL, ExpiresAtUtc DATETIMEOFFSET(7) NOT NULL);
+DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+
+UPDATE {table} WITH (ROWLOCK)
+SET RenewedAtUtc = @now,
+    ExpiresAtUtc = {expires}
+OUTPUT inserted.FencingToken, inserted.ExpiresAtUtc
+INTO @out (FencingToken, ExpiresAtUtc)
+WHERE {keyMatch}
+  AND {ownerMatch}
+  AND FencingToken = @token
+  AND ExpiresAtUtc > @now;
+
+SELECT FencingToken, ExpiresAtUtc FROM @out;
+`
+
+// releaseTemplate deletes the row of (@name, @owner, @token); @token 0
+// matches any token of @owner (an owner never holds a name twice). It returns
+// the number of rows deleted, for the log.
+const releaseTemplate = `SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+DELETE FROM {table} WITH (ROWLOCK)
+WHERE {keyMatch}
+  AND {ownerMatch}
+  AND (@token = 0 OR FencingToken = @token);
+
+SELECT CAST(@@ROWCOUNT AS BIGINT);
+`
+
+// replicaTemplate reads the row of @name on a read replica, without waiting
+// for locks.
+const replicaTemplate = `SELECT [RowVersion], OwnerInstanceId, FencingToken
+FROM {table} WITH (READUNCOMMITTED)
+WHERE {keyMatch};
+`
+
+// String returns a short description for logs and errors.
+func (n objectNames) String() string { return fmt.Sprintf("%s.%s", n.schemaQ, quoteIdent(n.table)) }

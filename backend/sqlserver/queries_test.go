@@ -1,0 +1,234 @@
+package sqlserver
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func mustNames(t *testing.T, schema, table string) objectNames {
+	t.Helper()
+	n, err := newObjectNames(schema, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// indexOf fails the test when sub is missing from s.
+func indexOf(t *testing.T, s, sub string) int {
+	t.Helper()
+	i := strings.Index(s, sub)
+	if i < 0 {
+		t.Fatalf("SQL lacks %q:\n%s", sub, s)
+	}
+	return i
+}
+
+func TestAcquireSQLOrderOfSteps(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+
+	xact := indexOf(t, q, "SET XACT_ABORT ON;")
+	sweep := indexOf(t, q, "DELETE TOP (@sweep) FROM [lease].[Leases] WITH (READPAST, ROWLOCK)")
+	begin := indexOf(t, q, "BEGIN TRANSACTION;")
+	lock := indexOf(t, q, "FROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)")
+	now := indexOf(t, q, "SET @now = SYSDATETIMEOFFSET();")
+	commit := indexOf(t, q, "COMMIT TRANSACTION;")
+	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer FROM @out;")
+
+	// The sweep is its own statement before the transaction; the lock comes
+	// before the clock read; results are selected after COMMIT.
+	if !(xact < sweep && sweep < begin && begin < lock && lock < now && now < commit && commit < result) {
+		t.Errorf("steps out of order: xact %d sweep %d begin %d lock %d now %d commit %d result %d",
+			xact, sweep, begin, lock, now, commit, result)
+	}
+	if n := strings.Count(q, "SYSDATETIMEOFFSET()"); n != 2 { // the sweep's and the transaction's
+		t.Errorf("SYSDATETIMEOFFSET() appears %d times, want 2 (sweep, then once in the transaction)", n)
+	}
+	if strings.Count(q, "BEGIN TRANSACTION") != 1 || strings.Count(q, "COMMIT TRANSACTION") != 1 {
+		t.Error("want exactly one BEGIN TRANSACTION and one COMMIT TRANSACTION")
+	}
+	if strings.Contains(strings.ToUpper(q), "MERGE") {
+		t.Error("acquire must not use MERGE (NEXT VALUE FOR is not allowed in it)")
+	}
+}
+
+func TestAcquireSQLTokenOnlyFromSequenceAfterLock(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	lock := indexOf(t, q, "WITH (UPDLOCK, HOLDLOCK, ROWLOCK)")
+	draws := regexp.MustCompile(`NEXT VALUE FOR[^\n]*`).FindAllStringIndex(q, -1)
+	if len(draws) != 2 {
+		t.Fatalf("NEXT VALUE FOR appears %d times, want 2 (insert, takeover)", len(draws))
+	}
+	for _, d := range draws {
+		line := q[d[0]:d[1]]
+		if line != "NEXT VALUE FOR [lease].[Leases_FencingToken];" {
+			t.Errorf("token drawn outside a plain assignment: %q", line)
+		}
+		if !strings.HasSuffix(strings.TrimRight(q[:d[0]], " "), "SET @token =") {
+			t.Errorf("NEXT VALUE FOR is not assigned to @token")
+		}
+		if d[0] < lock {
+			t.Error("token drawn before the lock")
+		}
+	}
+	// The refresh branch keeps the token: its UPDATE must not set FencingToken.
+	refresh := q[indexOf(t, q, "ELSE IF @mine = 1"):indexOf(t, q, "OUTPUT 3")]
+	if strings.Contains(refresh, "FencingToken") {
+		t.Errorf("refresh branch changes the token:\n%s", refresh)
+	}
+}
+
+func TestAcquireSQLOutputsIntoTableVariable(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	outputs := regexp.MustCompile(`OUTPUT ([0-9]), inserted\.OwnerInstanceId, inserted\.FencingToken, inserted\.ExpiresAtUtc, inserted\.\[RowVersion\]\s+INTO @out \(Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer\)`).FindAllStringSubmatch(q, -1)
+	var got []string
+	for _, o := range outputs {
+		got = append(got, o[1])
+	}
+	if strings.Join(got, ",") != "1,2,3" {
+		t.Errorf("OUTPUT ... INTO @out outcomes = %v, want 1,2,3 (insert, takeover, refresh)", got)
+	}
+	if strings.Count(q, "OUTPUT ") != 3 {
+		t.Error("an OUTPUT clause sends rows to the client instead of @out")
+	}
+	indexOf(t, q, "VALUES (0, @holder, @holderToken, @holderExpires, NULL);")
+}
+
+func TestAcquireSQLComparesNamesExactly(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true)
+	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
+		// Every lookup of the row compares the byte length too, because '='
+		// ignores trailing spaces even under a binary collation.
+		if n := strings.Count(text, "LeaseName = @name"); n == 0 || n != strings.Count(text, keyMatch) {
+			t.Errorf("%s: %d name comparisons, %d with DATALENGTH", name, n, strings.Count(text, keyMatch))
+		}
+		assignments := strings.Count(text, "SET OwnerInstanceId = @owner,") // the takeover's
+		if n := strings.Count(text, "OwnerInstanceId = @owner") - assignments; n != strings.Count(text, ownerMatch) {
+			t.Errorf("%s: an owner comparison lacks DATALENGTH", name)
+		}
+	}
+	// The owner test of the acquire reads the column (binary collation), not
+	// a variable, which would have the database's default collation.
+	indexOf(t, q.acquire, "@mine = CASE WHEN "+ownerMatch+" THEN 1 ELSE 0 END")
+	if strings.Contains(q.acquire, "@holder = @owner") {
+		t.Error("owner compared through a variable")
+	}
+}
+
+func TestAcquireSQLWithoutSweep(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), false).acquire
+	if strings.Contains(q, "DELETE") || strings.Contains(q, "{sweep}") {
+		t.Errorf("sweep disabled but the batch still sweeps:\n%s", q)
+	}
+	indexOf(t, q, "BEGIN TRANSACTION;")
+}
+
+func TestRenewSQLFilters(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).renew
+	indexOf(t, q, "SET XACT_ABORT ON;")
+	where := q[indexOf(t, q, "WHERE"):]
+	for _, want := range []string{keyMatch, ownerMatch, "FencingToken = @token", "ExpiresAtUtc > @now"} {
+		indexOf(t, where, want)
+	}
+	set := q[indexOf(t, q, "SET RenewedAtUtc"):indexOf(t, q, "OUTPUT")]
+	if strings.Contains(set, "FencingToken") || strings.Contains(set, "OwnerInstanceId") {
+		t.Errorf("renew changes the token or owner:\n%s", set)
+	}
+	indexOf(t, q, "OUTPUT inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
+	indexOf(t, q, "ExpiresAtUtc = "+expiresFromNow)
+}
+
+func TestReleaseSQLFilters(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).release
+	indexOf(t, q, "DELETE FROM [lease].[Leases] WITH (ROWLOCK)")
+	where := q[indexOf(t, q, "WHERE"):]
+	for _, want := range []string{keyMatch, ownerMatch, "(@token = 0 OR FencingToken = @token)"} {
+		indexOf(t, where, want)
+	}
+	indexOf(t, q, "SELECT CAST(@@ROWCOUNT AS BIGINT);")
+}
+
+func TestReplicaSQLReadsUncommitted(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).replica
+	indexOf(t, q, "SELECT [RowVersion], OwnerInstanceId, FencingToken")
+	indexOf(t, q, "FROM [lease].[Leases] WITH (READUNCOMMITTED)")
+	indexOf(t, q, "WHERE "+keyMatch)
+}
+
+// TestSQLIsWellFormed is a light lint of every batch, since the SQL cannot
+// run here: balanced parentheses, BEGIN/END and TRY/CATCH, no leftover
+// template markers, and every @variable either declared or sent as a
+// parameter (a typo would fail only on a real server).
+func TestSQLIsWellFormed(t *testing.T) {
+	params := map[string]bool{"@name": true, "@owner": true, "@token": true, "@ttlUs": true, "@metadata": true, "@sweep": true}
+	for _, sweep := range []bool{true, false} {
+		q := newQueries(mustNames(t, "le]a'se", "Le;ases--/*"), sweep)
+		for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
+			checkWellFormed(t, name, text, params)
+		}
+	}
+}
+
+func checkWellFormed(t *testing.T, name, text string, params map[string]bool) {
+	t.Helper()
+	// Remove quoted identifiers and literals first: they may hold anything.
+	bare := regexp.MustCompile(`\[(?:[^\]]|\]\])*\]|N?'(?:[^']|'')*'`).ReplaceAllString(text, "X")
+	if strings.Count(bare, "(") != strings.Count(bare, ")") {
+		t.Errorf("%s: unbalanced parentheses", name)
+	}
+	if strings.ContainsAny(bare, "{}") || strings.Contains(bare, "%!") {
+		t.Errorf("%s: leftover template or format marker:\n%s", name, text)
+	}
+	words := regexp.MustCompile(`\b(BEGIN|CASE|END)\b(?:\s+(TRY|CATCH|TRANSACTION))?`).FindAllStringSubmatch(bare, -1)
+	depth := map[string]int{}
+	for _, w := range words {
+		kind := w[2]
+		if kind == "TRANSACTION" {
+			continue
+		}
+		if w[1] != "END" { // CASE ... END nests like BEGIN ... END
+			depth[kind]++
+		} else {
+			depth[kind]--
+		}
+		if depth[kind] < 0 {
+			t.Errorf("%s: END%s before BEGIN%s", name, kind, kind)
+		}
+	}
+	for kind, d := range depth {
+		if d != 0 {
+			t.Errorf("%s: BEGIN/END %s unbalanced by %d", name, kind, d)
+		}
+	}
+	declared := map[string]bool{}
+	for _, m := range regexp.MustCompile(`DECLARE (@\w+)`).FindAllStringSubmatch(bare, -1) {
+		declared[m[1]] = true
+	}
+	for _, v := range regexp.MustCompile(`@@?\w+`).FindAllString(bare, -1) {
+		if strings.HasPrefix(v, "@@") {
+			continue
+		}
+		if !declared[v] && !params[v] {
+			t.Errorf("%s: %s is neither declared nor a parameter", name, v)
+		}
+	}
+}
+
+func TestQueriesQuoteHostileIdentifiers(t *testing.T) {
+	n := mustNames(t, "s]; DROP TABLE x; --", "t'/*x*/")
+	q := newQueries(n, true)
+	wantTable := "[s]]; DROP TABLE x; --].[t'/*x*/]"
+	wantSeq := "[s]]; DROP TABLE x; --].[t'/*x*/_FencingToken]"
+	if n.tableQ != wantTable || n.sequenceQ != wantSeq {
+		t.Fatalf("quoted names = %s, %s", n.tableQ, n.sequenceQ)
+	}
+	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
+		// Once the quoted names are taken out, nothing of the hostile text
+		// may remain in the SQL.
+		rest := strings.ReplaceAll(strings.ReplaceAll(text, wantSeq, "SEQ"), wantTable, "TBL")
+		if strings.Contains(rest, "DROP") || strings.Contains(rest, "/*") || strings.Contains(rest, "--") {
+			t.Errorf("%s: hostile identifier leaked out of its brackets:\n%s", name, text)
+		}
+	}
+}

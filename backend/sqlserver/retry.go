@@ -1,0 +1,125 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	mssql "github.com/microsoft/go-mssqldb"
+)
+
+// transientErrors are the SQL Server error numbers after which running the
+// same batch again can succeed: 1205 (chosen as deadlock victim) and the
+// numbers Microsoft documents as transient for Azure SQL (service busy,
+// database moving or failing over, resource limits, in-memory OLTP conflicts,
+// dropped connections).
+var transientErrors = []int32{
+	20,    // the instance does not support encryption (often a failover in progress)
+	64,    // the specified network name is no longer available
+	121,   // semaphore timeout period has expired
+	233,   // connection initialisation error
+	1205,  // deadlock victim
+	4060,  // cannot open database (failover in progress)
+	4221,  // login to read-secondary failed while it switches to versioning
+	10053, // transport-level error: connection aborted
+	10054, // transport-level error: connection reset by peer
+	10060, // network-related error: connection timed out
+	10928, // resource ID limit reached
+	10929, // resource ID minimum guarantee not available
+	10936, // request limit for the elastic pool reached
+	40143, // service encountered an error processing the request
+	40197, // service error processing the request (reconfiguration, failover)
+	40501, // the service is currently busy
+	40540, // service encountered an error processing the request
+	40613, // database is not currently available
+	41301, // dependency failure in in-memory OLTP commit
+	41302, // in-memory OLTP update conflict
+	41305, // in-memory OLTP repeatable-read validation failure
+	41325, // in-memory OLTP serializable validation failure
+	41839, // in-memory OLTP transaction exceeded the commit dependencies
+	49918, // not enough resources to process the request
+	49919, // too many create or update operations in progress
+	49920, // too many operations in progress
+}
+
+// isTransient reports whether err is worth running the whole batch again.
+// Every batch of this package is idempotent for its owner (an acquire repeated
+// after a lost answer refreshes the same holding and keeps its token), so an
+// ambiguous failure can be retried safely.
+func isTransient(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var me mssql.Error
+	if !errors.As(err, &me) {
+		return false
+	}
+	if slices.Contains(transientErrors, me.Number) {
+		return true
+	}
+	for _, e := range me.All {
+		if slices.Contains(transientErrors, e.Number) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryPolicy is a capped exponential backoff with jitter.
+type retryPolicy struct {
+	attempts  int
+	base, max time.Duration
+}
+
+// delay returns the pause before retry number n (1 for the first retry): a
+// random duration in [d/2, d] where d = min(max, base*2^(n-1)). Jitter keeps
+// the sessions of one deadlock from colliding again.
+func (p retryPolicy) delay(n int) time.Duration {
+	d := p.max
+	if n-1 < 30 {
+		if e := p.base << (n - 1); e > 0 && e < p.max {
+			d = e
+		}
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// retry runs fn until it succeeds, fails with a non-transient error, has run
+// p.attempts times, or the next pause would end after ctx's deadline. An
+// error of ctx itself is never retried: when ctx has ended, the returned
+// error wraps ctx.Err().
+func (b *Backend) retry(ctx context.Context, op string, fn func(context.Context) error) error {
+	p := b.cfg.retry
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			if errors.Is(err, ctxErr) {
+				return err
+			}
+			return fmt.Errorf("%w (%v)", ctxErr, err)
+		}
+		if !isTransient(err) || attempt >= p.attempts {
+			return err
+		}
+		pause := p.delay(attempt)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= pause {
+			return err
+		}
+		b.log.DebugContext(ctx, "retrying after a transient error", "op", op, "attempt", attempt, "pause", pause, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
