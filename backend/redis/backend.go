@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// ErrClosed is returned (wrapped) by every call made after Close.
+var ErrClosed = errors.New("redis: backend closed")
+
+// Backend is a backend.Backend on Redis. It also implements
+// backend.ReleaseWatcher. It is safe for concurrent use.
+type Backend struct {
+	client goredis.UniversalClient
+	cfg    config
+
+	// closing ends every running WatchReleases when Close is called.
+	closing context.Context
+	close   context.CancelFunc
+	once    sync.Once
+}
+
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.ReleaseWatcher = (*Backend)(nil)
+)
+
+// New returns a Backend that keeps its leases in the Redis deployment behind
+// client: a *goredis.Client (single node, or Sentinel through
+// goredis.NewFailoverClient) or a *goredis.ClusterClient. The client stays the
+// caller's: Close does not close it. New makes no network call; a server that
+// is down shows up as errors from the operations.
+func New(client goredis.UniversalClient, opts ...Option) (*Backend, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if strings.ContainsAny(cfg.prefix, "{}") {
+		return nil, fmt.Errorf("%w: key prefix %q contains a brace, which would break the hash tag", ErrInvalidOption, cfg.prefix)
+	}
+	if cfg.replicas < 0 || (cfg.replicas > 0 && cfg.confirmTimeout <= 0) {
+		return nil, fmt.Errorf("%w: replica confirmation needs replicas >= 0 and a positive timeout, got %d and %v",
+			ErrInvalidOption, cfg.replicas, cfg.confirmTimeout)
+	}
+	if cfg.replicas > 0 {
+		switch client.(type) {
+		case *goredis.Client, *goredis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("%w: replica confirmation needs a *redis.Client or *redis.ClusterClient, not %T",
+				ErrInvalidOption, client)
+		}
+	}
+	if cfg.restartGrace < 0 {
+		return nil, fmt.Errorf("%w: negative restart grace %v", ErrInvalidOption, cfg.restartGrace)
+	}
+	b := &Backend{client: client, cfg: cfg}
+	b.closing, b.close = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Info reports "redis", shared across processes.
+func (b *Backend) Info() backend.Info {
+	return backend.Info{Name: "redis", ProcessLocal: false}
+}
+
+// Close ends every running WatchReleases and makes later calls fail with
+// ErrClosed. It leaves the leases and the client alone. It is idempotent.
+func (b *Backend) Close() error {
+	b.once.Do(b.close)
+	return nil
+}
+
+func (b *Backend) closed() error {
+	if b.closing.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,20 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotConfirmed is returned (wrapped) by Renew when replica confirmation is on
+// and fewer replicas than asked acknowledged the renewal in time. The renewal
+// may have taken effect on the primary; the engine must not count on it.
+var ErrNotConfirmed = errors.New("redis: write not confirmed by enough replicas")
+
+// ErrNotificationsDisabled is returned by WatchReleases when release
+// notifications were turned off with WithReleaseNotifications(false). It wraps
+// errors.ErrUnsupported, so callers that know nothing of this package can tell
+// "no notifications here" from a fault.
+var ErrNotificationsDisabled = fmt.Errorf("redis: release notifications are disabled: %w", errors.ErrUnsupported)
+
+// ErrInvalidOption is returned (wrapped) by New for an option it cannot use.
+var ErrInvalidOption = errors.New("redis: invalid option")

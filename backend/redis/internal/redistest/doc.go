@@ -1,0 +1,4 @@
+// Package redistest starts real redis-server processes and a controllable TCP
+// proxy for the Redis backend's tests: restarts, replicas, cut connections and
+// slow links, all on loopback, without mocking Redis.
+package redistest

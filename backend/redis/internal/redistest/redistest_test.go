@@ -1,0 +1,84 @@
+package redistest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestServerRestartLosesData(t *testing.T) {
+	s := redistest.Start(t)
+	c := redistest.NewClient(t, s.Addr())
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	if err := c.Get(ctx, "k").Err(); err == nil {
+		// The first call after a restart may meet the dead pooled connection.
+		t.Log("first call after restart succeeded")
+	}
+	n, err := c.Exists(ctx, "k").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("key survived a restart without persistence")
+	}
+}
+
+func TestProxyFaults(t *testing.T) {
+	s := redistest.Start(t)
+	p := redistest.NewProxy(t, s.Addr())
+	c := redistest.NewClient(t, p.Addr())
+	direct := redistest.NewClient(t, s.Addr())
+	ctx := context.Background()
+
+	if err := c.Set(ctx, "k", "1", 0).Err(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+
+	p.DropReplies(true)
+	if err := c.Set(ctx, "k", "2", 0).Err(); err == nil {
+		t.Fatal("reply was dropped, yet SET reported success")
+	}
+	if got := direct.Get(ctx, "k").Val(); got != "2" {
+		t.Fatalf("request should have reached the server: got %q", got)
+	}
+	if p.RepliesDropped() == 0 {
+		t.Fatal("RepliesDropped did not count")
+	}
+	p.DropReplies(false)
+
+	p.Blackhole(true)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := c.Get(short, "k").Err()
+	cancel()
+	if err == nil {
+		t.Fatal("black-holed GET succeeded")
+	}
+	p.Blackhole(false)
+	p.CutAll()
+
+	p.SetDelay(100 * time.Millisecond)
+	start := time.Now()
+	if err := c.Get(ctx, "k").Err(); err != nil {
+		t.Fatalf("slow GET: %v", err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Fatalf("delay not applied both ways: %v", el)
+	}
+	p.SetDelay(0)
+
+	p.Close()
+	if err := c.Ping(ctx).Err(); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("ping through a closed proxy: %v", err)
+	}
+}

@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"log/slog"
+	"time"
+)
+
+// DefaultKeyPrefix is the prefix of every Redis key and channel the backend
+// uses unless WithKeyPrefix says otherwise.
+const DefaultKeyPrefix = "leasehold:"
+
+// Option configures a Backend.
+type Option func(*config)
+
+type config struct {
+	prefix         string
+	notify         bool
+	replicas       int
+	confirmTimeout time.Duration
+	restartGrace   time.Duration
+	logger         *slog.Logger
+	// watchIdle is how long the release watch waits for a message before it
+	// pings the server to check the connection; unexported so tests can
+	// shorten it.
+	watchIdle time.Duration
+	// onSubscribed, when set, is called each time the release watch has
+	// confirmed its subscription; tests use it instead of sleeping.
+	onSubscribed func()
+}
+
+func defaultConfig() config {
+	return config{
+		prefix:    DefaultKeyPrefix,
+		notify:    true,
+		logger:    slog.New(slog.DiscardHandler),
+		watchIdle: 15 * time.Second,
+	}
+}
+
+// WithKeyPrefix sets the prefix of the backend's own keys and of its release
+// channel. Default DefaultKeyPrefix ("leasehold:"). Backends with different
+// prefixes never see each other's leases. The prefix must not contain "{" or
+// "}", which would break the per-name hash tag.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithReleaseNotifications turns the publishing of releases on or off. Default
+// on. When off, Release publishes nothing and WatchReleases returns
+// ErrNotificationsDisabled at once, so the engine polls instead.
+func WithReleaseNotifications(on bool) Option {
+	return func(c *config) { c.notify = on }
+}
+
+// WithReplicaConfirmation makes every grant and renewal wait (Redis WAIT) until
+// at least replicas replicas acknowledged it, for at most timeout. An
+// unconfirmed grant is released and reported as not acquired; an unconfirmed
+// renewal returns an error wrapping ErrNotConfirmed. Default off (replicas 0).
+// replicas must be >= 0 and timeout > 0 when replicas > 0; keep timeout below
+// the client's ReadTimeout. It needs a *goredis.Client (single node or
+// Sentinel failover) or a *goredis.ClusterClient, because WAIT must run on the
+// connection that made the write.
+func WithReplicaConfirmation(replicas int, timeout time.Duration) Option {
+	return func(c *config) {
+		c.replicas = replicas
+		c.confirmTimeout = timeout
+	}
+}
+
+// WithRestartGrace refuses to grant a name whose fencing counter is missing
+// until the Redis server has been up for at least d. Default 0 (off). Set it to
+// the longest TTL in use when Redis runs without persistence: after a restart
+// that lost the data, nobody is then granted a name while its previous holder
+// may still believe it holds it. Refused acquires report not acquired, with no
+// holder and HolderExpiresAt at the end of the grace.
+func WithRestartGrace(d time.Duration) Option {
+	return func(c *config) { c.restartGrace = d }
+}
+
+// WithLogger sets where the backend logs confirmation failures and watch
+// reconnections. Default: discard. Credentials are never logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package redis
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// parseAcquire reads {1, token, expires_ms} or {0, holder, holder_expires_ms}.
+func parseAcquire(reply any) (backend.Grant, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) != 3 {
+		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	flag, err1 := asInt(a[0])
+	ms, err2 := asInt(a[2])
+	if err1 != nil || err2 != nil {
+		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	if flag == 1 {
+		token, err := asUint(a[1])
+		if err != nil || token == 0 {
+			return backend.Grant{}, fmt.Errorf("%w: bad token in %v", errReply, reply)
+		}
+		return backend.Grant{Acquired: true, Token: token, ExpiresAt: time.UnixMilli(ms)}, nil
+	}
+	holder, _ := a[1].(string)
+	g := backend.Grant{Holder: holder}
+	if ms > 0 {
+		g.HolderExpiresAt = time.UnixMilli(ms)
+	}
+	return g, nil
+}
+
+// parseRenew reads {1, expires_ms} or {0, holder}.
+func parseRenew(reply any) (backend.Grant, string, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) != 2 {
+		return backend.Grant{}, "", fmt.Errorf("%w: %v", errReply, reply)
+	}
+	flag, err := asInt(a[0])
+	if err != nil {
+		return backend.Grant{}, "", fmt.Errorf("%w: %v", errReply, reply)
+	}
+	if flag != 1 {
+		holder, _ := a[1].(string)
+		return backend.Grant{}, holder, nil
+	}
+	ms, err := asInt(a[1])
+	if err != nil {
+		return backend.Grant{}, "", fmt.Errorf("%w: %v", errReply, reply)
+	}
+	return backend.Grant{Acquired: true, ExpiresAt: time.UnixMilli(ms)}, "", nil
+}
+
+// asInt accepts an integer reply or its decimal text: RESP2 and RESP3 clients
+// and Lua's number conversions do not agree on which one arrives.
+func asInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("%w: %T is not an integer", errReply, v)
+}
+
+func asUint(v any) (uint64, error) {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return 0, fmt.Errorf("%w: negative %d", errReply, x)
+		}
+		return uint64(x), nil
+	case string:
+		return strconv.ParseUint(x, 10, 64)
+	}
+	return 0, fmt.Errorf("%w: %T is not an integer", errReply, v)
+}

@@ -1,0 +1,23 @@
+package redis
+
+import (
+	_ "embed"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The scripts are the whole server side of the backend: one atomic step per
+// operation. Script.Run calls them by SHA and falls back to EVAL (which also
+// caches them) when the server does not know them yet, e.g. after a restart.
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc string
+	//go:embed scripts/renew.lua
+	renewSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+
+	acquireScript = goredis.NewScript(acquireSrc)
+	renewScript   = goredis.NewScript(renewSrc)
+	releaseScript = goredis.NewScript(releaseSrc)
+)
