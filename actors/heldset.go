@@ -1,0 +1,47 @@
+package actors
+
+import (
+	"sync"
+
+	"github.com/leasehold/leasehold/messages"
+)
+
+// HeldSet is the set of holdings a Manager has now, kept by the lease actors so
+// that Manager.Held can answer without a round trip through every actor.
+type HeldSet struct {
+	mu sync.Mutex
+	m  map[*messages.Holding]struct{}
+}
+
+// NewHeldSet returns an empty set.
+func NewHeldSet() *HeldSet { return &HeldSet{m: map[*messages.Holding]struct{}{}} }
+
+func (s *HeldSet) add(h *messages.Holding) {
+	s.mu.Lock()
+	s.m[h] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *HeldSet) remove(h *messages.Holding) {
+	s.mu.Lock()
+	delete(s.m, h)
+	s.mu.Unlock()
+}
+
+// Snapshot lists the holdings held now, in no particular order.
+func (s *HeldSet) Snapshot() []*messages.Holding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*messages.Holding, 0, len(s.m))
+	for h := range s.m {
+		out = append(out, h)
+	}
+	return out
+}
+
+// Len is the number of holdings held now.
+func (s *HeldSet) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}

@@ -1,0 +1,33 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// hub fans loss events out to subscribers. Delivery never blocks: a full
+// subscriber buffer drops the event and the subscription counts it.
+type hub struct {
+	sinks map[*messages.Sink]struct{}
+}
+
+func newHub() actor.Actor { return &hub{sinks: map[*messages.Sink]struct{}{}} }
+
+func (h *hub) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.Subscribe:
+		h.sinks[m.Sink] = struct{}{}
+	case *messages.Unsubscribe:
+		delete(h.sinks, m.Sink)
+		m.Sink.Close()
+	case *messages.Publish:
+		for s := range h.sinks {
+			s.Deliver(m.Event)
+		}
+	case *actor.Stopping:
+		for s := range h.sinks {
+			s.Close()
+		}
+		clear(h.sinks)
+	}
+}

@@ -1,0 +1,565 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// op is the ownership-changing backend call in flight, if any. At most one runs
+// at a time per key, so a release always completes before the next acquire
+// (otherwise the same owner's acquire would refresh the old holding and keep
+// its fencing token).
+type op int
+
+const (
+	opNone op = iota
+	opAcquiring
+	opReleasing
+)
+
+// waiter is one Acquire in the FIFO queue.
+type waiter struct {
+	m        *messages.Acquire
+	deadline time.Time // zero: no deadline of its own
+	timer    scheduler.CancelFunc
+	attempts int // refusals so far, for poll backoff
+}
+
+// holding is the key held by this Manager now.
+type holding struct {
+	h          *messages.Holding
+	ttl        time.Duration
+	renewEvery time.Duration
+	auto       bool
+	deadline   time.Time // local, monotonic: lost if no renewal is confirmed by then
+
+	renewing     bool
+	renewSeq     uint64
+	renewSent    time.Time
+	renewTTL     time.Duration
+	renewReplies []chan<- error      // explicit Renew callers of the renewal in flight
+	queued       []*messages.Renew // explicit Renews that arrived during one
+}
+
+// timer is one re-armable SendOnce; a tick counts only if it carries gen.
+type timer struct {
+	cancel scheduler.CancelFunc
+	gen    uint64
+}
+
+func (t *timer) stop() {
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
+	t.gen = 0
+}
+
+// leaseActor owns the state machine of one key. See package doc.
+type leaseActor struct {
+	cfg     *Config
+	key     string
+	backend *actor.PID
+	hub     *actor.PID
+	self    *actor.PID
+	timers  *scheduler.TimerScheduler
+	gen     uint64
+
+	handled   uint64 // commands received from the registry
+	idleAt    uint64 // handled when Idle was last reported
+	idleSent  bool
+	shutdown  bool
+	doneSent  bool
+	notified  bool // the backend announces releases
+	cur       *holding
+	waiters   []*waiter
+	op        op
+	seq       uint64
+	acqSent   time.Time
+	relReply  chan<- error
+	polling   bool // the head waiter waits for a retry tick or a release notice
+	renewT    timer
+	deadlineT timer
+	retryT    timer
+}
+
+func newLeaseActor(cfg *Config, key string, backendPID, hubPID *actor.PID) actor.Actor {
+	_, notified := cfg.Backend.(backend.ReleaseWatcher)
+	return &leaseActor{cfg: cfg, key: key, backend: backendPID, hub: hubPID, notified: notified}
+}
+
+func (a *leaseActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+		a.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+	case *messages.Acquire:
+		a.handled++
+		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.handled++
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.Renew:
+		a.handled++
+		a.onRenew(ctx, m)
+	case *messages.Release:
+		a.handled++
+		a.onRelease(ctx, m)
+	case *messages.ReleaseNotice:
+		a.handled++
+		a.wake()
+	case *messages.Shutdown:
+		a.handled++
+		a.onShutdown(ctx)
+	case *messages.AcquireResult:
+		a.onAcquireResult(ctx, m)
+	case *messages.RenewResult:
+		a.onRenewResult(ctx, m)
+	case *messages.ReleaseResult:
+		a.onReleaseResult(m)
+	case *messages.RenewTick:
+		if a.cur != nil && m.Gen == a.renewT.gen && !a.cur.renewing {
+			a.startRenew(ctx, a.cur.ttl, nil)
+		}
+	case *messages.DeadlineTick:
+		if a.cur != nil && m.Gen == a.deadlineT.gen {
+			a.onDeadline(ctx)
+		}
+	case *messages.RetryTick:
+		if m.Gen == a.retryT.gen {
+			a.retryT.gen = 0
+			a.polling = false
+		}
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *actor.Stopping:
+		a.onStopping(ctx)
+		return
+	}
+	a.settle(ctx)
+}
+
+// settle runs after every message: it starts the next acquire when the key is
+// free here, and reports idleness or the end of a shutdown to the registry.
+func (a *leaseActor) settle(ctx actor.Context) {
+	if a.op != opNone || a.cur != nil {
+		return
+	}
+	a.startNext(ctx)
+	if a.op != opNone {
+		return
+	}
+	switch {
+	case a.shutdown:
+		if !a.doneSent {
+			a.doneSent = true
+			ctx.Send(ctx.Parent(), &messages.ShutdownDone{Key: a.key})
+		}
+	case len(a.waiters) == 0 && (!a.idleSent || a.idleAt != a.handled):
+		a.idleSent, a.idleAt = true, a.handled
+		ctx.Send(ctx.Parent(), &messages.Idle{Key: a.key, Handled: a.handled, From: a.self})
+	}
+}
+
+// ---- acquiring
+
+func (a *leaseActor) onAcquire(m *messages.Acquire) {
+	if a.shutdown {
+		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+		return
+	}
+	if m.Wait == 0 && (a.cur != nil || a.op != opNone || len(a.waiters) > 0) {
+		// One attempt, and this Manager already holds or is getting the key:
+		// no re-entry, and no backend call can change that.
+		reply := messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner}
+		if a.cur != nil {
+			reply.HolderExpiresAt = a.cur.h.ExpiresAt()
+		}
+		m.Reply <- reply
+		return
+	}
+	w := &waiter{m: m}
+	if m.Wait > 0 {
+		w.deadline = time.Now().Add(m.Wait)
+		w.timer = a.timers.SendOnce(m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
+	}
+	a.waiters = append(a.waiters, w)
+}
+
+// startNext sends an acquire for the first waiter still waiting.
+func (a *leaseActor) startNext(ctx actor.Context) {
+	for len(a.waiters) > 0 {
+		w := a.waiters[0]
+		if a.shutdown {
+			a.popHead()
+			w.m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			continue
+		}
+		if err := w.m.Ctx.Err(); err != nil || w.m.Ticket.Abandoned() {
+			a.popHead()
+			w.m.Reply <- messages.AcquireReply{Err: err}
+			continue
+		}
+		if a.polling {
+			return
+		}
+		a.op, a.seq, a.acqSent = opAcquiring, a.seq+1, time.Now()
+		ctx.Send(a.backend, &messages.BackendAcquire{
+			Seq: a.seq,
+			Req: backend.AcquireRequest{Key: a.key, Owner: a.cfg.Owner, TTL: w.m.TTL, Metadata: w.m.Metadata},
+			Ctx: w.m.Ctx, ReplyTo: a.self,
+		})
+		return
+	}
+}
+
+func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResult) {
+	if a.op != opAcquiring || r.Seq != a.seq {
+		return
+	}
+	a.op = opNone
+	w := a.waiters[0]
+	m := w.m
+	switch {
+	case r.Err != nil:
+		a.popHead()
+		if !errors.Is(r.Err, backend.ErrInvalidRequest) {
+			// The grant may have happened with the answer lost: release
+			// whatever this owner holds under the key before anyone goes on.
+			a.startRelease(ctx, 0, nil, nil)
+		}
+		m.Reply <- messages.AcquireReply{Err: acquireError(m, r.Err)}
+
+	case !r.Grant.Acquired:
+		busy := messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: r.Grant.Holder, HolderExpiresAt: r.Grant.HolderExpiresAt}
+		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
+			a.popHead()
+			m.Reply <- busy
+			return
+		}
+		a.polling = true
+		a.arm(&a.retryT, pollDelay(w.attempts, a.notified, r.Grant.HolderExpiresAt), func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		w.attempts++
+
+	default:
+		a.popHead()
+		switch {
+		case a.shutdown:
+			a.startRelease(ctx, r.Grant.Token, nil, nil)
+			m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+		case !localDeadline(a.acqSent, m.TTL).After(time.Now()):
+			a.startRelease(ctx, r.Grant.Token, nil, nil)
+			m.Reply <- messages.AcquireReply{Err: fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL)}
+		case !m.Ticket.Claim():
+			// The caller gave up while the grant was on its way.
+			a.startRelease(ctx, r.Grant.Token, nil, nil)
+		default:
+			a.hold(ctx, m, r.Grant)
+		}
+	}
+}
+
+func acquireError(m *messages.Acquire, err error) error {
+	if cerr := m.Ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, backend.ErrInvalidRequest) {
+		return fmt.Errorf("%w: acquire %q: %w", messages.ErrInvalidOption, m.Name, err)
+	}
+	return fmt.Errorf("leasehold: acquire %q: %w", m.Name, err)
+}
+
+// hold turns a claimed grant into the current holding and hands it over.
+func (a *leaseActor) hold(ctx actor.Context, m *messages.Acquire, g backend.Grant) {
+	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, m.Metadata, g.Token, g.ExpiresAt)
+	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acqSent, m.TTL)}
+	a.cfg.Held.add(h)
+	a.armDeadline()
+	if a.cur.auto {
+		a.arm(&a.renewT, a.cur.renewEvery, func(g uint64) any { return &messages.RenewTick{Gen: g} })
+	}
+	m.Reply <- messages.AcquireReply{Holding: h}
+}
+
+func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
+	i := a.indexOf(m.Ticket)
+	if i < 0 || (i == 0 && a.op == opAcquiring) {
+		return // gone, or its attempt in flight decides
+	}
+	w := a.removeAt(i)
+	reply := messages.AcquireReply{Err: messages.ErrNotAcquired}
+	if a.cur != nil {
+		reply.Holder, reply.HolderExpiresAt = a.cfg.Owner, a.cur.h.ExpiresAt()
+	}
+	w.m.Reply <- reply
+}
+
+// dropWaiter removes a waiter whose caller gave up.
+func (a *leaseActor) dropWaiter(t *messages.Ticket, err error) {
+	i := a.indexOf(t)
+	if i < 0 || (i == 0 && a.op == opAcquiring) {
+		return // its attempt in flight will find the ticket abandoned
+	}
+	a.removeAt(i).m.Reply <- messages.AcquireReply{Err: err}
+}
+
+// wake retries the head waiter now: the key was released somewhere.
+func (a *leaseActor) wake() {
+	if a.polling {
+		a.retryT.stop()
+		a.polling = false
+		a.waiters[0].attempts = 0
+	}
+}
+
+func (a *leaseActor) indexOf(t *messages.Ticket) int {
+	for i, w := range a.waiters {
+		if w.m.Ticket == t {
+			return i
+		}
+	}
+	return -1
+}
+
+func (a *leaseActor) popHead() { a.removeAt(0) }
+
+func (a *leaseActor) removeAt(i int) *waiter {
+	w := a.waiters[i]
+	if w.timer != nil {
+		w.timer()
+	}
+	if i == 0 && a.polling {
+		a.retryT.stop()
+		a.polling = false
+	}
+	a.waiters[i] = nil
+	a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
+	if len(a.waiters) == 0 {
+		a.waiters = nil // let a long queue's array go
+	}
+	return w
+}
+
+// ---- renewing
+
+func (a *leaseActor) onRenew(ctx actor.Context, m *messages.Renew) {
+	c := a.cur
+	if c == nil || c.h.Token != m.Token {
+		m.Reply <- messages.ErrStale
+		return
+	}
+	if c.renewing {
+		c.queued = append(c.queued, m)
+		return
+	}
+	ttl := m.TTL
+	if ttl == 0 {
+		ttl = c.ttl
+	}
+	a.startRenew(ctx, ttl, []chan<- error{m.Reply})
+}
+
+func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []chan<- error) {
+	c := a.cur
+	a.seq++
+	c.renewing, c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = true, a.seq, time.Now(), ttl, replies
+	ctx.Send(a.backend, &messages.BackendRenew{
+		Seq:      a.seq,
+		Req:      backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token, TTL: ttl},
+		Deadline: c.deadline,
+		ReplyTo:  a.self,
+	})
+}
+
+func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
+	c := a.cur
+	if c == nil || !c.renewing || r.Seq != c.renewSeq {
+		return // the holding ended meanwhile
+	}
+	c.renewing = false
+	replies := c.renewReplies
+	c.renewReplies = nil
+	switch {
+	case r.Err == nil:
+		c.h.SetExpiresAt(r.Grant.ExpiresAt)
+		c.deadline = localDeadline(c.renewSent, c.renewTTL)
+		a.armDeadline()
+		if c.auto {
+			a.arm(&a.renewT, renewDelay(c.renewEvery, c.ttl, c.renewTTL), func(g uint64) any { return &messages.RenewTick{Gen: g} })
+		}
+		sendAll(replies, nil)
+	case errors.Is(r.Err, backend.ErrNotHeld):
+		err := a.lose(ctx, messages.ReasonRejected, r.Err)
+		sendAll(replies, err)
+		return
+	default:
+		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
+			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
+		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
+		if c.auto {
+			a.arm(&a.renewT, renewRetryDelay(time.Until(c.deadline)), func(g uint64) any { return &messages.RenewTick{Gen: g} })
+		}
+	}
+	if q := c.queued; len(q) > 0 {
+		c.queued = nil
+		ttl := q[len(q)-1].TTL
+		if ttl == 0 {
+			ttl = c.ttl
+		}
+		rs := make([]chan<- error, len(q))
+		for i, m := range q {
+			rs[i] = m.Reply
+		}
+		a.startRenew(ctx, ttl, rs)
+	}
+}
+
+func (a *leaseActor) onDeadline(ctx actor.Context) {
+	if left := time.Until(a.cur.deadline); left > 0 {
+		a.armDeadline() // the deadline moved after this tick was armed
+		return
+	}
+	a.lose(ctx, messages.ReasonExpired, errors.New("no renewal confirmed before the local deadline"))
+}
+
+func (a *leaseActor) armDeadline() {
+	a.arm(&a.deadlineT, time.Until(a.cur.deadline), func(g uint64) any { return &messages.DeadlineTick{Gen: g} })
+}
+
+// lose ends the current holding as lost, tells the subscribers, and releases
+// the key in case the backend still has it (only this owner's token matches).
+func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
+	c := a.cur
+	err := fmt.Errorf("%w: lease %q (token %d): %w", messages.ErrLost, c.h.Name, c.h.Token, cause)
+	a.end(err, true)
+	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
+	ctx.Send(a.hub, &messages.Publish{Event: messages.Lost{
+		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
+	}})
+	a.startRelease(ctx, c.h.Token, nil, nil)
+	return err
+}
+
+// end ends the current holding with err and forgets it.
+func (a *leaseActor) end(err error, lost bool) {
+	c := a.cur
+	a.cur = nil
+	a.renewT.stop()
+	a.deadlineT.stop()
+	c.h.End(err, lost)
+	a.cfg.Held.remove(c.h)
+	sendAll(c.renewReplies, err)
+	for _, m := range c.queued {
+		m.Reply <- err
+	}
+}
+
+// ---- releasing
+
+func (a *leaseActor) onRelease(ctx actor.Context, m *messages.Release) {
+	c := a.cur
+	if c == nil || c.h.Token != m.Token {
+		m.Reply <- nil // already ended: nothing to do, no backend call
+		return
+	}
+	a.end(fmt.Errorf("%w: lease %q (token %d)", messages.ErrReleased, c.h.Name, c.h.Token), false)
+	a.startRelease(ctx, c.h.Token, m, m.Reply)
+}
+
+// startRelease releases (key, owner, token) on the backend; token 0 releases
+// whatever this owner holds there. The next acquire waits for its answer.
+func (a *leaseActor) startRelease(ctx actor.Context, token uint64, m *messages.Release, reply chan<- error) {
+	a.op, a.seq, a.relReply = opReleasing, a.seq+1, reply
+	req := &messages.BackendRelease{
+		Seq:     a.seq,
+		Req:     backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: token},
+		ReplyTo: a.self,
+	}
+	if m != nil {
+		req.Ctx = m.Ctx
+	}
+	ctx.Send(a.backend, req)
+}
+
+func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
+	if a.op != opReleasing || r.Seq != a.seq {
+		return
+	}
+	a.op = opNone
+	err := r.Err
+	if err != nil {
+		a.cfg.Logger.Warn("leasehold: release failed; the backend frees the key when its TTL ends", "key", a.key, "err", err)
+		err = fmt.Errorf("leasehold: release %q: %w", a.key, err)
+	}
+	if a.relReply != nil {
+		a.relReply <- err
+		a.relReply = nil
+	}
+}
+
+// ---- shutting down
+
+func (a *leaseActor) onShutdown(ctx actor.Context) {
+	a.shutdown = true
+	for i := len(a.waiters) - 1; i >= 0; i-- {
+		if i == 0 && a.op == opAcquiring {
+			break // its result releases any grant and answers ErrClosed
+		}
+		a.removeAt(i).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+	}
+	if c := a.cur; c != nil {
+		a.end(closedReleased(c.h), false)
+		a.startRelease(ctx, c.h.Token, nil, nil)
+	}
+}
+
+func closedReleased(h *messages.Holding) error {
+	return fmt.Errorf("%w: lease %q (token %d) by Manager.Close", messages.ErrReleased, h.Name, h.Token)
+}
+
+// onStopping runs when the actor stops: normally idle, with nothing to do.
+// After a forced stop or a panic it still answers every waiter and ends the
+// holding, so no caller waits forever and no handle claims a key it no longer
+// renews.
+func (a *leaseActor) onStopping(ctx actor.Context) {
+	a.renewT.stop()
+	a.deadlineT.stop()
+	a.retryT.stop()
+	for _, w := range a.waiters {
+		if w.timer != nil {
+			w.timer()
+		}
+		w.m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+	}
+	a.waiters = nil
+	if c := a.cur; c != nil {
+		a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
+		ctx.Send(a.backend, &messages.BackendRelease{Req: backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token}})
+	}
+	if a.relReply != nil {
+		a.relReply <- messages.ErrClosed
+		a.relReply = nil
+	}
+}
+
+// ---- helpers
+
+func (a *leaseActor) arm(t *timer, d time.Duration, tick func(gen uint64) any) {
+	t.stop()
+	a.gen++
+	t.gen = a.gen
+	t.cancel = a.timers.SendOnce(max(d, 0), a.self, tick(t.gen))
+}
+
+func sendAll(replies []chan<- error, err error) {
+	for _, r := range replies {
+		r <- err
+	}
+}

@@ -1,0 +1,69 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// safetyMargin is subtracted from a TTL for the local deadline, so the holder
+// gives up before the backend's clock can let anyone else in: a tenth of the
+// TTL (clock rate drift and scheduling delay grow with it), at most a second.
+func safetyMargin(ttl time.Duration) time.Duration {
+	return min(ttl/10, time.Second)
+}
+
+// localDeadline is when a holding must count as lost without a confirmed
+// renewal: the moment the request was sent, plus TTL, minus the margin.
+func localDeadline(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - safetyMargin(ttl))
+}
+
+// renewDelay is the time to the next auto-renewal after a renewal of ttl:
+// renewEvery, scaled when an explicit Renew chose another TTL.
+func renewDelay(renewEvery, acquireTTL, ttl time.Duration) time.Duration {
+	if ttl == acquireTTL {
+		return renewEvery
+	}
+	return time.Duration(float64(renewEvery) * float64(ttl) / float64(acquireTTL))
+}
+
+// renewRetryDelay is the pause before retrying an unconfirmed renewal: a
+// quarter of the time left, at most a second, so several tries fit before the
+// deadline.
+func renewRetryDelay(left time.Duration) time.Duration {
+	return jitter(max(min(left/4, time.Second), time.Millisecond))
+}
+
+// Poll backoff for a waiter whose key is held elsewhere.
+const (
+	pollFirst = 2 * time.Millisecond
+	// With release notifications, polling is only a safety net for a lost
+	// notification; without them it is the only way to learn of a release.
+	pollCapNotified = 2 * time.Second
+	pollCapPolling  = 250 * time.Millisecond
+)
+
+// pollDelay is the pause before the next attempt after `attempt` refusals,
+// exponential with jitter and capped, and never later than just after the
+// holder's expiry (expiry sends no notification).
+func pollDelay(attempt int, notified bool, holderExpiresAt time.Time) time.Duration {
+	limit := pollCapPolling
+	if notified {
+		limit = pollCapNotified
+	}
+	d := pollFirst << min(attempt, 20)
+	d = jitter(min(d, limit))
+	if !holderExpiresAt.IsZero() {
+		untilExpiry := time.Until(holderExpiresAt) + time.Millisecond
+		d = min(d, max(untilExpiry, time.Millisecond))
+	}
+	return d
+}
+
+// jitter spreads d over [d/2, d) so that contenders do not retry in lockstep.
+func jitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}

@@ -1,0 +1,182 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// sweepEvery is how many acquires pass between scans for expired entries, so
+// that memory follows live leases even for names never touched again.
+const sweepEvery = 1024
+
+// Backend is the in-process lease store. The zero value is not usable; call New.
+type Backend struct {
+	mu       sync.Mutex
+	leases   map[string]*entry
+	lastTok  uint64 // one counter for all keys: increasing overall is increasing per key
+	acquires int
+	watchers map[int]func(string)
+	nextW    int
+	now      func() time.Time
+}
+
+type entry struct {
+	owner    string
+	token    uint64
+	expires  time.Time
+	metadata string
+}
+
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.ReleaseWatcher = (*Backend)(nil)
+	_ backend.BatchRenewer   = (*Backend)(nil)
+	_ backend.Immediate      = (*Backend)(nil)
+)
+
+// New returns an empty store.
+func New() *Backend {
+	return &Backend{leases: map[string]*entry{}, watchers: map[int]func(string){}, now: time.Now}
+}
+
+// Info reports Name "memory", ProcessLocal true.
+func (b *Backend) Info() backend.Info { return backend.Info{Name: "memory", ProcessLocal: true} }
+
+// Immediate marks calls as never waiting on I/O.
+func (b *Backend) Immediate() {}
+
+// Acquire grants r.Key when free, expired or already held by r.Owner.
+func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
+	if err := r.Validate(); err != nil {
+		return backend.Grant{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return backend.Grant{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	b.acquires++
+	if b.acquires%sweepEvery == 0 {
+		b.sweepLocked(now)
+	}
+	e := b.leases[r.Key]
+	switch {
+	case e != nil && now.Before(e.expires) && e.owner != r.Owner:
+		return backend.Grant{Holder: e.owner, HolderExpiresAt: e.expires}, nil
+	case e != nil && now.Before(e.expires): // own live holding: refresh, keep token
+		e.expires, e.metadata = now.Add(r.TTL), r.Metadata
+	default:
+		b.lastTok++
+		e = &entry{owner: r.Owner, token: b.lastTok, expires: now.Add(r.TTL), metadata: r.Metadata}
+		b.leases[r.Key] = e
+	}
+	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
+}
+
+// Renew extends a live holding of (Key, Owner, Token).
+func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
+	if err := r.Validate(); err != nil {
+		return backend.Grant{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return backend.Grant{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.renewLocked(b.now(), r)
+}
+
+// RenewBatch renews every request under one lock.
+func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]backend.RenewResult, len(rs))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for i, r := range rs {
+		if err := r.Validate(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Grant, out[i].Err = b.renewLocked(now, r)
+	}
+	return out, nil
+}
+
+func (b *Backend) renewLocked(now time.Time, r backend.RenewRequest) (backend.Grant, error) {
+	e := b.leases[r.Key]
+	if e == nil || e.owner != r.Owner || e.token != r.Token || !now.Before(e.expires) {
+		return backend.Grant{}, fmt.Errorf("memory: renew %q: %w", r.Key, backend.ErrNotHeld)
+	}
+	e.expires = now.Add(r.TTL)
+	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
+}
+
+// Release ends the holding of (Key, Owner, Token); Token 0 matches any token.
+func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	e := b.leases[r.Key]
+	released := e != nil && e.owner == r.Owner && (r.Token == 0 || e.token == r.Token)
+	if released {
+		delete(b.leases, r.Key)
+	}
+	var notify []func(string)
+	if released && len(b.watchers) > 0 {
+		notify = make([]func(string), 0, len(b.watchers))
+		for _, fn := range b.watchers {
+			notify = append(notify, fn)
+		}
+	}
+	b.mu.Unlock()
+	for _, fn := range notify {
+		fn(r.Key)
+	}
+	return nil
+}
+
+// WatchReleases calls fn with every released key until ctx ends.
+func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error {
+	b.mu.Lock()
+	id := b.nextW
+	b.nextW++
+	b.watchers[id] = fn
+	b.mu.Unlock()
+	<-ctx.Done()
+	b.mu.Lock()
+	delete(b.watchers, id)
+	b.mu.Unlock()
+	return ctx.Err()
+}
+
+// Len reports how many unexpired leases the store holds (for tests and
+// memory measurements).
+func (b *Backend) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweepLocked(b.now())
+	return len(b.leases)
+}
+
+// Close does nothing: the store has no resources to free.
+func (b *Backend) Close() error { return nil }
+
+func (b *Backend) sweepLocked(now time.Time) {
+	for k, e := range b.leases {
+		if !now.Before(e.expires) {
+			delete(b.leases, k)
+		}
+	}
+}

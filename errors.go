@@ -1,0 +1,50 @@
+package leasehold
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/messages"
+)
+
+// Sentinel errors, matched with errors.Is. A caller can always tell "someone
+// else holds it" (ErrNotAcquired) from "the backend failed" (a wrapped backend
+// error) from "my context ended" (the context's error).
+var (
+	// ErrNotAcquired: the lease is held by another owner (or by this Manager,
+	// which never re-enters) and the wait ran out. A normal outcome, not a fault.
+	ErrNotAcquired = messages.ErrNotAcquired
+	// ErrLost: the holding ended without its owner releasing it (no renewal
+	// confirmed before the local deadline, or the backend rejected a renewal).
+	ErrLost = messages.ErrLost
+	// ErrReleased: the holding was released (by Release, Do or Manager.Close).
+	ErrReleased = messages.ErrReleased
+	// ErrInvalidName: a lease name (or the key it normalizes to) is empty or
+	// blank, contains NUL, is not UTF-8, or is longer than 200 runes.
+	ErrInvalidName = messages.ErrInvalidName
+	// ErrInvalidOption: an option is out of range; nothing was done.
+	ErrInvalidOption = messages.ErrInvalidOption
+	// ErrClosed: the Manager is closed.
+	ErrClosed = messages.ErrClosed
+)
+
+// NotAcquiredError is the ErrNotAcquired a busy lease returns; it says who held
+// it when the wait ran out. errors.Is(err, ErrNotAcquired) matches it.
+type NotAcquiredError struct {
+	Name string
+	// Holder is the owner that held the lease ("" if the backend did not say).
+	Holder string
+	// HolderExpiresAt is when the holder's lease ends unless renewed, on the
+	// backend's clock (zero if unknown).
+	HolderExpiresAt time.Time
+}
+
+func (e *NotAcquiredError) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("leasehold: lease %q not acquired: held by another owner", e.Name)
+	}
+	return fmt.Sprintf("leasehold: lease %q not acquired: held by %q until %s", e.Name, e.Holder, e.HolderExpiresAt.Format(time.RFC3339Nano))
+}
+
+// Unwrap makes errors.Is(err, ErrNotAcquired) true.
+func (e *NotAcquiredError) Unwrap() error { return ErrNotAcquired }

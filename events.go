@@ -1,0 +1,88 @@
+package leasehold
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/messages"
+)
+
+// LostReason says why a lease was lost.
+type LostReason int
+
+const (
+	// ReasonExpired: no renewal was confirmed before the local deadline
+	// (backend unreachable, slow, or auto-renewal off).
+	ReasonExpired LostReason = messages.ReasonExpired
+	// ReasonRejected: the backend said another owner holds the lease or it
+	// expired there.
+	ReasonRejected LostReason = messages.ReasonRejected
+)
+
+func (r LostReason) String() string {
+	switch r {
+	case ReasonExpired:
+		return "expired"
+	case ReasonRejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// LostEvent reports the loss of a lease.
+type LostEvent struct {
+	Name   string
+	Owner  string
+	Token  uint64
+	Reason LostReason
+	At     time.Time
+	// Err is the handle's error (wrapping ErrLost and the cause).
+	Err error
+}
+
+// LeaseInfo describes a lease held now.
+type LeaseInfo struct {
+	Name      string
+	Owner     string
+	Token     uint64
+	ExpiresAt time.Time
+	Metadata  string
+}
+
+// Subscription receives LostEvents. Close it when no longer needed.
+type Subscription struct {
+	events      chan LostEvent
+	dropped     atomic.Uint64
+	sink        *messages.Sink
+	unsubscribe func()
+}
+
+func newSubscription(buffer int) *Subscription {
+	s := &Subscription{events: make(chan LostEvent, buffer)}
+	s.sink = messages.NewSink(s.deliver, func() { close(s.events) })
+	return s
+}
+
+// deliver runs on the event hub; it never blocks.
+func (s *Subscription) deliver(e messages.Lost) bool {
+	select {
+	case s.events <- LostEvent{Name: e.Name, Owner: e.Owner, Token: e.Token, Reason: LostReason(e.Reason), At: e.At, Err: e.Err}:
+		return true
+	default:
+		s.dropped.Add(1)
+		return false
+	}
+}
+
+// Events delivers the loss events; it is closed by Close or Manager.Close.
+func (s *Subscription) Events() <-chan LostEvent { return s.events }
+
+// Dropped counts events not delivered because the buffer was full.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Close stops the subscription; Events is closed soon after. Idempotent.
+func (s *Subscription) Close() {
+	if s.unsubscribe != nil {
+		s.unsubscribe()
+	}
+}

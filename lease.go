@@ -1,0 +1,120 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// Lease is one holding of one name: from the grant until Release or loss. A
+// new Acquire of the same name gives a new Lease with a new token. Its methods
+// are safe for concurrent use.
+type Lease struct {
+	m *Manager
+	h *messages.Holding
+}
+
+// Name is the name given to Acquire (not the backend key).
+func (l *Lease) Name() string { return l.h.Name }
+
+// Owner is the owner identity of the Manager that holds it.
+func (l *Lease) Owner() string { return l.h.Owner }
+
+// Token is the fencing token of this holding: greater than every earlier
+// holding's token for the same name, unchanged by renewals.
+func (l *Lease) Token() uint64 { return l.h.Token }
+
+// ExpiresAt is the backend's expiry (on the backend's clock) as of the last
+// confirmed acquire or renewal.
+func (l *Lease) ExpiresAt() time.Time { return l.h.ExpiresAt() }
+
+// Context is done when the holding ends; context.Cause is an error wrapping
+// ErrLost or ErrReleased. Run the lease-protected work under it.
+func (l *Lease) Context() context.Context { return l.h.Context() }
+
+// Lost is closed when the lease is lost (never on Release or Close).
+func (l *Lease) Lost() <-chan struct{} { return l.h.Lost() }
+
+// Err is nil while the lease is held, then an error wrapping ErrLost or
+// ErrReleased.
+func (l *Lease) Err() error { return l.h.Err() }
+
+// Renew extends the lease now, for ttl (0 keeps the acquire TTL) from the
+// moment of the request. It returns the handle's error (wrapping ErrReleased or
+// ErrLost) without any backend call when the holding has ended, ctx's error
+// without any backend call when ctx has ended, an error wrapping ErrLost when
+// the backend says the holding is gone, and a wrapped backend error when the
+// renewal could not be confirmed (the lease is then still held until its local
+// deadline, and auto-renewal keeps trying).
+func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
+	if l.m.closed.Load() {
+		return closedErr(l.h)
+	}
+	if err := l.h.Err(); err != nil {
+		return err
+	}
+	if ttl != 0 {
+		if err := backend.CheckTTL(ttl); err != nil {
+			return fmt.Errorf("%w: Renew: %w", ErrInvalidOption, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	l.m.system.Root.Send(l.m.registry, &messages.Renew{Key: l.h.Key, Token: l.h.Token, TTL: ttl, Reply: reply})
+	select {
+	case err := <-reply:
+		if errors.Is(err, messages.ErrStale) {
+			return l.endedErr()
+		}
+		return err
+	case <-l.h.Context().Done():
+		return l.h.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.m.stopped:
+		return closedErr(l.h)
+	}
+}
+
+// Release gives the lease back, waiting until the backend confirms. The handle
+// ends with ErrReleased at once, whatever the backend says. It is idempotent:
+// on a holding that has already ended (released or lost) it returns nil
+// without any backend call.
+func (l *Lease) Release(ctx context.Context) error {
+	if l.h.Err() != nil {
+		return nil
+	}
+	reply := make(chan error, 1)
+	l.m.system.Root.Send(l.m.registry, &messages.Release{Key: l.h.Key, Token: l.h.Token, Ctx: ctx, Reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.h.Lost():
+		return nil
+	case <-l.m.stopped:
+		return nil
+	}
+}
+
+func (l *Lease) endedErr() error {
+	if err := l.h.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: lease %q (token %d)", ErrReleased, l.h.Name, l.h.Token)
+}
+
+// closedErr matches both ErrClosed and how the handle ended.
+func closedErr(h *messages.Holding) error {
+	if err := h.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return ErrClosed
+}

@@ -1,0 +1,236 @@
+package leasehold
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/actors"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// Manager holds any number of named leases on one backend, as one owner. It is
+// safe for concurrent use. Create one per process with New and Close it when
+// done.
+type Manager struct {
+	b          backend.Backend
+	owner      string
+	prefix     string
+	normalizer func(string) (string, error)
+	logger     *slog.Logger
+
+	system    *actor.ActorSystem
+	ownSystem bool
+	registry  *actor.PID
+	stopped   <-chan struct{} // closed once every actor has stopped
+	held      *actors.HeldSet
+
+	closed    atomic.Bool
+	closeMu   sync.Mutex
+	closeDone chan struct{}
+	closeErr  error
+}
+
+// New starts a Manager on backend b. The Manager does not close b: several
+// Managers may share one backend, and its owner closes it after them.
+func New(b backend.Backend, opts ...Option) (*Manager, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalidOption)
+	}
+	c := managerConfig{logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.owner == "" {
+		c.owner = defaultOwner()
+	}
+	m := &Manager{
+		b: b, owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
+		system: c.system, held: actors.NewHeldSet(), closeDone: make(chan struct{}),
+	}
+	if m.system == nil {
+		m.ownSystem = true
+		protoLogger := c.logger.With("component", "protoactor")
+		m.system = actor.NewActorSystem(
+			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLogger }),
+			// A dead letter the engine does not mark as expected starts a
+			// throttle goroutine for this long: keep it short so Close
+			// leaves nothing running.
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		)
+	}
+	m.registry, m.stopped = actors.Spawn(m.system.Root, &actors.Config{
+		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held,
+	})
+	return m, nil
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(r[:]))
+}
+
+// Owner is the identity this Manager holds leases as.
+func (m *Manager) Owner() string { return m.owner }
+
+// Provider describes the backend.
+func (m *Manager) Provider() backend.Info { return m.b.Info() }
+
+// Acquire takes the lease name, waiting as WithWait says (default: one
+// attempt). It returns an error matching ErrNotAcquired when the lease stays
+// held by another owner (or by this Manager: there is no re-entry), the
+// context's error when ctx ends first, ErrInvalidName or ErrInvalidOption for
+// bad input (before any backend call), ErrClosed after Close, and a wrapped
+// backend error when the backend fails. The lease is auto-renewed unless
+// WithoutAutoRenew is given.
+func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	c, err := acquireOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	key, err := m.keyOf(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	reply := make(chan messages.AcquireReply, 1)
+	ticket := new(messages.Ticket)
+	m.system.Root.Send(m.registry, &messages.Acquire{
+		Name: name, Key: key, TTL: c.ttl, RenewEvery: c.renewEvery, AutoRenew: c.autoRenew,
+		Metadata: c.metadata, Wait: c.wait, Ctx: ctx, Ticket: ticket, Reply: reply,
+	})
+	var r messages.AcquireReply
+	select {
+	case r = <-reply:
+	case <-ctx.Done():
+		if ticket.Abandon() {
+			m.system.Root.Send(m.registry, &messages.CancelWait{Key: key, Ticket: ticket})
+			return nil, ctx.Err()
+		}
+		r = <-reply // granted just now: the reply is on its way
+	case <-m.stopped:
+		return nil, ErrClosed
+	}
+	switch {
+	case r.Holding != nil:
+		return &Lease{m: m, h: r.Holding}, nil
+	case errors.Is(r.Err, ErrNotAcquired):
+		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt}
+	default:
+		return nil, r.Err
+	}
+}
+
+// Do acquires the lease name (honouring WithWait), runs fn with the lease's
+// Context, and releases the lease afterwards, also when fn panics. It returns
+// the error of Acquire (e.g. ErrNotAcquired), else fn's error; when the lease
+// was lost during fn the result also matches ErrLost, so a caller can tell that
+// fn's work may have overlapped another holder's.
+func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+	l, err := m.Acquire(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		lostErr := l.Err()
+		if !errors.Is(lostErr, ErrLost) {
+			lostErr = nil
+		}
+		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		relErr := l.Release(relCtx)
+		cancel()
+		err = errors.Join(err, lostErr, relErr)
+	}()
+	return fn(l.Context())
+}
+
+// releaseTimeout bounds the release Do makes after fn, which must not depend on
+// the caller's context still being alive.
+const releaseTimeout = 10 * time.Second
+
+// Subscribe returns a subscription to the loss events of every lease this
+// Manager holds. Delivery never blocks the Manager: when the buffer is full the
+// event is dropped and counted (Subscription.Dropped). A negative buffer counts
+// as 0. After Close the subscription's channel is closed at once.
+func (m *Manager) Subscribe(buffer int) *Subscription {
+	s := newSubscription(max(buffer, 0))
+	if m.closed.Load() {
+		s.sink.Close()
+		return s
+	}
+	s.unsubscribe = func() { m.system.Root.Send(m.registry, &messages.Unsubscribe{Sink: s.sink}) }
+	m.system.Root.Send(m.registry, &messages.Subscribe{Sink: s.sink})
+	return s
+}
+
+// Held lists the leases this Manager holds now, sorted by name.
+func (m *Manager) Held() []LeaseInfo {
+	hs := m.held.Snapshot()
+	out := make([]LeaseInfo, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, LeaseInfo{Name: h.Name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt(), Metadata: h.Metadata})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Close releases every lease held (each handle ends with ErrReleased; a
+// release is not a loss, so no LostEvent is sent), answers every waiting
+// Acquire with ErrClosed, stops every actor and timer the Manager started and
+// closes the subscriptions. After Close every Manager call returns ErrClosed.
+// It is idempotent; when ctx ends first, Close stops the actors without waiting
+// for the remaining releases (those leases expire by their TTL) and returns
+// ctx's error.
+func (m *Manager) Close(ctx context.Context) error {
+	m.closeMu.Lock()
+	first := !m.closed.Swap(true)
+	m.closeMu.Unlock()
+	if !first {
+		select {
+		case <-m.closeDone:
+			return m.closeErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer close(m.closeDone)
+
+	released := make(chan struct{})
+	m.system.Root.Send(m.registry, &messages.Shutdown{Reply: released})
+	select {
+	case <-released:
+	case <-ctx.Done():
+		m.closeErr = ctx.Err()
+	}
+	m.system.Root.Stop(m.registry)
+	<-m.stopped // the backend actor cancels calls in flight, so this is quick
+	if m.ownSystem {
+		m.system.Shutdown()
+	}
+	return m.closeErr
+}

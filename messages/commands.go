@@ -1,0 +1,100 @@
+package messages
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// WaitForever as Acquire.Wait waits until the caller's context ends.
+const WaitForever time.Duration = -1
+
+// Acquire asks for the lease on Key. It is a waiter: it joins the lease actor's
+// FIFO queue and is answered exactly once on Reply, unless the caller abandons
+// its Ticket first.
+type Acquire struct {
+	Name       string // as given by the user (Key is the physical key)
+	Key        string
+	TTL        time.Duration
+	RenewEvery time.Duration // 0 with AutoRenew false
+	AutoRenew  bool
+	Metadata   string
+	// Wait: 0 one attempt; >0 wait up to this long; WaitForever until Ctx ends.
+	Wait   time.Duration
+	Ctx    context.Context // the caller's; its end abandons the wait
+	Ticket *Ticket
+	Reply  chan<- AcquireReply
+}
+
+// AcquireReply answers Acquire: a Holding, or an error. When the lease is busy
+// Err is ErrNotAcquired and Holder / HolderExpiresAt say who has it.
+type AcquireReply struct {
+	Holding         *Holding
+	Err             error
+	Holder          string
+	HolderExpiresAt time.Time
+}
+
+// Ticket settles the race between a grant and a caller giving up: exactly one
+// of Claim (by the lease actor, before it hands over a grant) and Abandon (by
+// the caller, when its context ends) succeeds. A grant whose Claim fails is
+// released at once, so a late grant never leaves an unowned lease behind.
+type Ticket struct{ state atomic.Int32 }
+
+const (
+	ticketPending int32 = iota
+	ticketClaimed
+	ticketAbandoned
+)
+
+// Claim reports whether the caller is still there to take a grant.
+func (t *Ticket) Claim() bool { return t.state.CompareAndSwap(ticketPending, ticketClaimed) }
+
+// Abandon reports whether the caller gave up before any grant was claimed.
+func (t *Ticket) Abandon() bool { return t.state.CompareAndSwap(ticketPending, ticketAbandoned) }
+
+// Abandoned reports whether the caller has given up.
+func (t *Ticket) Abandoned() bool { return t.state.Load() == ticketAbandoned }
+
+// CancelWait tells the lease actor that the caller behind Ticket gave up, so
+// that it leaves the queue now rather than at its deadline.
+type CancelWait struct {
+	Key    string
+	Ticket *Ticket
+}
+
+// Renew extends the holding (Key, Token). TTL 0 keeps the holding's TTL.
+// Reply gets nil, ErrStale, ErrNotHeld-wrapped loss, or an unconfirmed error.
+type Renew struct {
+	Key   string
+	Token uint64
+	TTL   time.Duration
+	Reply chan<- error
+}
+
+// Release ends the holding (Key, Token). A holding that has already ended is
+// answered nil without any backend call.
+type Release struct {
+	Key   string
+	Token uint64
+	Ctx   context.Context // bounds the backend call
+	Reply chan<- error
+}
+
+// Subscribe adds a subscriber to the event hub (routed through the registry).
+type Subscribe struct{ Sink *Sink }
+
+// Unsubscribe removes a subscriber; the hub closes it.
+type Unsubscribe struct{ Sink *Sink }
+
+// Shutdown asks the registry (and through it every lease actor) to fail all
+// waiters with ErrClosed and release every holding. Reply is closed when done.
+type Shutdown struct{ Reply chan struct{} }
+
+func (*Acquire) IgnoreDeadLetterLogging()     {}
+func (*CancelWait) IgnoreDeadLetterLogging()  {}
+func (*Renew) IgnoreDeadLetterLogging()       {}
+func (*Release) IgnoreDeadLetterLogging()     {}
+func (*Subscribe) IgnoreDeadLetterLogging()   {}
+func (*Unsubscribe) IgnoreDeadLetterLogging() {}
+func (*Shutdown) IgnoreDeadLetterLogging()    {}

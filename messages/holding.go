@@ -1,0 +1,79 @@
+package messages
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Holding is the one piece of state shared outside the message flow: the lease
+// actor writes it, the public Lease handle reads it. It describes one holding
+// of one key, from grant to release or loss.
+type Holding struct {
+	Name     string
+	Key      string
+	Owner    string
+	Token    uint64
+	Metadata string
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{}
+
+	mu        sync.Mutex
+	expiresAt time.Time
+	err       error
+}
+
+// NewHolding starts a holding that lasts until End.
+func NewHolding(name, key, owner, metadata string, token uint64, expiresAt time.Time) *Holding {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Holding{
+		Name: name, Key: key, Owner: owner, Token: token, Metadata: metadata,
+		ctx: ctx, cancel: cancel, lost: make(chan struct{}), expiresAt: expiresAt,
+	}
+}
+
+// Context is done when the holding ends; its cause is the error of Err.
+func (h *Holding) Context() context.Context { return h.ctx }
+
+// Lost is closed when the holding is lost (never on release).
+func (h *Holding) Lost() <-chan struct{} { return h.lost }
+
+// ExpiresAt is the backend's expiry of the last confirmed acquire or renewal.
+func (h *Holding) ExpiresAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.expiresAt
+}
+
+// SetExpiresAt records a confirmed renewal.
+func (h *Holding) SetExpiresAt(t time.Time) {
+	h.mu.Lock()
+	h.expiresAt = t
+	h.mu.Unlock()
+}
+
+// Err is nil while held, then why the holding ended.
+func (h *Holding) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// End ends the holding with err (wrapping ErrLost or ErrReleased). Only the
+// first call counts; it reports whether it was the first.
+func (h *Holding) End(err error, lost bool) bool {
+	h.mu.Lock()
+	if h.err != nil {
+		h.mu.Unlock()
+		return false
+	}
+	h.err = err
+	h.mu.Unlock()
+	if lost {
+		close(h.lost)
+	}
+	h.cancel(err)
+	return true
+}

@@ -1,0 +1,179 @@
+package leasehold
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/backend"
+)
+
+// Option configures a Manager.
+type Option func(*managerConfig)
+
+type managerConfig struct {
+	owner      string
+	logger     *slog.Logger
+	prefix     string
+	normalizer func(string) (string, error)
+	system     *actor.ActorSystem
+	err        error
+}
+
+// WithOwner sets the owner identity this Manager holds leases as. It must be
+// unique among every process sharing a backend. Default:
+// "<hostname>:<pid>:<8 random hex digits>".
+func WithOwner(id string) Option {
+	return func(c *managerConfig) {
+		if err := backend.CheckText("owner", id); err != nil {
+			c.fail(fmt.Errorf("%w: WithOwner(%q): %w", ErrInvalidOption, id, err))
+		}
+		c.owner = id
+	}
+}
+
+// WithLogger sets where the Manager (and protoactor under it) logs. Default:
+// nothing is logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *managerConfig) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithKeyPrefix prepends prefix to every lease name to form the backend key,
+// so that several applications can share one backend. Default: no prefix.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *managerConfig) { c.prefix = prefix }
+}
+
+// WithKeyNormalizer sets the function that turns a lease name into its backend
+// key, replacing the prefix logic (e.g. case folding, hashing long names). It
+// must be deterministic. Its errors, and keys it returns that are not valid
+// names, fail Acquire with ErrInvalidName before any backend call.
+func WithKeyNormalizer(fn func(name string) (string, error)) Option {
+	return func(c *managerConfig) {
+		if fn == nil {
+			c.fail(fmt.Errorf("%w: WithKeyNormalizer(nil)", ErrInvalidOption))
+		}
+		c.normalizer = fn
+	}
+}
+
+// WithActorSystem runs the Manager's actors in an existing protoactor system.
+// Close stops the Manager's actors and leaves the system running. Default: the
+// Manager creates a system of its own.
+func WithActorSystem(sys *actor.ActorSystem) Option {
+	return func(c *managerConfig) {
+		if sys == nil {
+			c.fail(fmt.Errorf("%w: WithActorSystem(nil)", ErrInvalidOption))
+		}
+		c.system = sys
+	}
+}
+
+func (c *managerConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WaitForever, given to WithWait, waits until the context ends.
+const WaitForever time.Duration = -1
+
+// MaxTTL is the longest TTL a lease may have.
+const MaxTTL = 365 * 24 * time.Hour
+
+// DefaultTTL is the TTL of a lease acquired without WithTTL.
+const DefaultTTL = 30 * time.Second
+
+// AcquireOption configures one Acquire or Do. Options are validated before
+// any backend action.
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	wait       time.Duration
+	ttl        time.Duration
+	renewEvery time.Duration // 0: TTL/3
+	autoRenew  bool
+	metadata   string
+	err        error
+}
+
+func (c *acquireConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithWait sets how long Acquire waits for a lease held elsewhere: 0 (the
+// default) makes one attempt; d > 0 waits up to d; WaitForever waits until the
+// context ends. Local waiters for one name are served first come, first served.
+func WithWait(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) {
+		if d < 0 && d != WaitForever {
+			c.fail(fmt.Errorf("%w: WithWait(%v): negative (use WaitForever to wait until the context ends)", ErrInvalidOption, d))
+		}
+		c.wait = d
+	}
+}
+
+// WithTTL sets how long the lease lasts without renewal, decided by the
+// backend's clock. Default 30s; it must be within [1ms, MaxTTL].
+func WithTTL(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) {
+		if d < time.Millisecond || d > MaxTTL {
+			c.fail(fmt.Errorf("%w: WithTTL(%v): must be within [1ms, %v]", ErrInvalidOption, d, MaxTTL))
+		}
+		c.ttl = d
+	}
+}
+
+// WithRenewEvery sets the auto-renewal period. Default TTL/3; it must be
+// greater than 0 and less than the TTL.
+func WithRenewEvery(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) {
+		if d <= 0 {
+			c.fail(fmt.Errorf("%w: WithRenewEvery(%v): must be positive", ErrInvalidOption, d))
+		}
+		c.renewEvery = d
+	}
+}
+
+// WithoutAutoRenew turns auto-renewal off: the lease is renewed only when
+// Lease.Renew is called, and is lost at its local deadline otherwise.
+func WithoutAutoRenew() AcquireOption {
+	return func(c *acquireConfig) { c.autoRenew = false }
+}
+
+// WithMetadata stores s with the lease, visible to other owners (Held, and
+// the backend's own records). At most 4000 bytes of UTF-8 without NUL.
+func WithMetadata(s string) AcquireOption {
+	return func(c *acquireConfig) {
+		if err := backend.CheckMetadata(s); err != nil {
+			c.fail(fmt.Errorf("%w: WithMetadata: %w", ErrInvalidOption, err))
+		}
+		c.metadata = s
+	}
+}
+
+// acquireOptions applies opts over the defaults and checks them together.
+func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
+	c := acquireConfig{ttl: DefaultTTL, autoRenew: true}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.err != nil {
+		return c, c.err
+	}
+	if c.renewEvery == 0 {
+		c.renewEvery = c.ttl / 3
+	} else if c.renewEvery >= c.ttl {
+		return c, fmt.Errorf("%w: WithRenewEvery(%v): must be less than the TTL %v", ErrInvalidOption, c.renewEvery, c.ttl)
+	}
+	return c, nil
+}
