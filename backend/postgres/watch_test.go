@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// watching starts WatchReleases on b and returns the keys it reports, a
+// channel signalled at each successful LISTEN, and a stop function that
+// cancels the watch and waits for it to return.
+func watching(t *testing.T, b *Backend) (keys <-chan string, listening <-chan struct{}, stop func()) {
+	t.Helper()
+	k := make(chan string, 100)
+	l := make(chan struct{}, 10)
+	b.onListen = func() { l <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.WatchReleases(ctx, func(key string) { k <- key }) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("WatchReleases returned %v after cancel, want nil", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("WatchReleases did not return after its context ended")
+		}
+	}
+	t.Cleanup(stop)
+	return k, l, stop
+}
+
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func TestWatchReleasesDeliversEveryRelease(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t)
+	other := newEnv(t).backend(t) // another table: its releases must not be heard
+	ctx := ctxT(t)
+	keys, listening, _ := watching(t, b)
+	await(t, listening, "LISTEN")
+
+	weird := "x'; DROP TABLE lease.leases; --\n*"
+	for _, k := range []string{"plain", weird} {
+		g := mustAcquire(t, b, k, "a", time.Minute)
+		og := mustAcquire(t, other, k, "a", time.Minute)
+		// Releases that delete nothing announce nothing.
+		if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "intruder"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "a", Token: og.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "a", Token: g.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if got := await(t, keys, "release of "+k); got != k {
+			t.Fatalf("watch reported %q, want %q", got, k)
+		}
+	}
+	// Expiry announces nothing; only the release below is heard.
+	short := mustAcquire(t, b, "short", "a", 20*time.Millisecond)
+	waitPast(short.ExpiresAt)
+	mustAcquire(t, b, "short", "b", time.Minute)
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "short", Owner: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := await(t, keys, "release of short"); got != "short" {
+		t.Fatalf("watch reported %q, want short", got)
+	}
+	select {
+	case k := <-keys:
+		t.Fatalf("unexpected report %q", k)
+	default:
+	}
+}
+
+// The LISTEN connection is terminated on the server: the watch reconnects by
+// itself and hears later releases.
+func TestWatchReconnectsAfterTerminate(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t)
+	ctx := ctxT(t)
+	keys, listening, _ := watching(t, b)
+	await(t, listening, "first LISTEN")
+	for round := range 3 {
+		if n := e.terminate(t); n == 0 {
+			t.Fatalf("round %d: no connection terminated", round)
+		}
+		await(t, listening, "LISTEN after terminate")
+		g := mustAcquire(t, b, "k", "a", time.Minute)
+		if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a", Token: g.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if got := await(t, keys, "release after reconnect"); got != "k" {
+			t.Fatalf("watch reported %q, want k", got)
+		}
+	}
+}
+
+// A watch on an unreachable server keeps trying and still returns promptly,
+// leaving no goroutine behind (TestMain checks), when its context ends.
+func TestWatchUnreachableReturnsOnCancel(t *testing.T) {
+	b, err := New(poolStub(t), WithRetry(3, time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, listening, stop := watching(t, b)
+	select {
+	case <-listening:
+		t.Fatal("LISTEN succeeded on an unreachable server")
+	case <-time.After(200 * time.Millisecond): // several reconnect attempts
+	}
+	stop()
+}
