@@ -1,0 +1,183 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer"}
+
+// plus2 is a DATETIMEOFFSET as go-mssqldb returns it: a time in the offset
+// the server stored.
+var plus2 = time.FixedZone("+02:00", 2*60*60)
+
+func acquireArgsFor(r backend.AcquireRequest, sweep int64) []driver.Value {
+	return []driver.Value{
+		sql.Named("name", r.Key),
+		sql.Named("owner", r.Owner),
+		sql.Named("ttlUs", ttlMicros(r.TTL)),
+		sql.Named("metadata", r.Metadata),
+		sql.Named("sweep", sweep),
+	}
+}
+
+func TestAcquireOutcomes(t *testing.T) {
+	expires := time.Date(2026, 3, 1, 12, 0, 30, 123456700, plus2)
+	rv := []byte{0, 0, 0, 0, 0, 0, 0x07, 0xd1}
+	req := backend.AcquireRequest{Key: "job", Owner: "me", TTL: 30 * time.Second, Metadata: "m"}
+	cases := []struct {
+		name string
+		row  []driver.Value
+		want backend.Grant
+	}{
+		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv},
+			backend.Grant{Acquired: true, Token: 41, ExpiresAt: expires.UTC()}},
+		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv},
+			backend.Grant{Acquired: true, Token: 42, ExpiresAt: expires.UTC()}},
+		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv},
+			backend.Grant{Acquired: true, Token: 40, ExpiresAt: expires.UTC()}},
+		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil},
+			backend.Grant{Holder: "other", HolderExpiresAt: expires.UTC()}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, mock := newMockBackend(t)
+			mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+				WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(c.row...))
+			g, err := b.Acquire(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g != c.want { // == also compares the location: both must be UTC
+				t.Errorf("grant = %+v, want %+v", g, c.want)
+			}
+			if !g.ExpiresAt.Equal(c.want.ExpiresAt) || !g.HolderExpiresAt.Equal(c.want.HolderExpiresAt) {
+				t.Errorf("expiry changed instant: %+v", g)
+			}
+		})
+	}
+}
+
+// TestAcquireRejectsMalformedResults checks that an answer that does not make
+// sense is a fault, never a grant and never "not acquired".
+func TestAcquireRejectsMalformedResults(t *testing.T) {
+	expires := time.Now()
+	rv := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	req := backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Second}
+	rows := map[string]*sqlmock.Rows{
+		"no row":           sqlmock.NewRows(acquireColumns),
+		"token 0":          sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv),
+		"negative token":   sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv),
+		"other holder":     sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv),
+		"short rowversion": sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}),
+		"no expiry":        sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv),
+		"busy, no holder":  sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, nil, nil, nil),
+		"unknown outcome":  sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv),
+		"error after row":  sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv).RowError(0, errors.New("boom")),
+	}
+	for name, r := range rows {
+		t.Run(name, func(t *testing.T) {
+			b, mock := newMockBackend(t)
+			mock.ExpectQuery(b.q.acquire).WillReturnRows(r)
+			g, err := b.Acquire(context.Background(), req)
+			if err == nil || g != (backend.Grant{}) {
+				t.Fatalf("Acquire = %+v, %v; want a fault", g, err)
+			}
+		})
+	}
+}
+
+func TestAcquireParameterTypes(t *testing.T) {
+	b, _ := newMockBackend(t, WithSweepBatchSize(7))
+	req := backend.AcquireRequest{Key: "k", Owner: "o", TTL: backend.MaxTTL, Metadata: "x"}
+	want := map[string]any{"name": "k", "owner": "o", "ttlUs": int64(backend.MaxTTL / time.Microsecond), "metadata": "x", "sweep": int64(7)}
+	for _, a := range b.acquireArgs(req) {
+		na := a.(sql.NamedArg)
+		// go-mssqldb sends string as NVARCHAR and int64 as BIGINT; any other
+		// Go type (int, uint64, time.Duration) would be converted or rejected.
+		if na.Value != want[na.Name] {
+			t.Errorf("@%s = %#v (%T), want %#v (%T)", na.Name, na.Value, na.Value, want[na.Name], want[na.Name])
+		}
+		delete(want, na.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("parameters not sent: %v", want)
+	}
+}
+
+// TestTTLFitsDateadd checks the two DATEADD steps stay within INT for every
+// valid TTL, and that rounding never shortens a TTL.
+func TestTTLFitsDateadd(t *testing.T) {
+	for _, ttl := range []time.Duration{backend.MinTTL, time.Millisecond + 1, 1500 * time.Nanosecond, 36 * time.Minute, 24 * time.Hour, backend.MaxTTL} {
+		us := ttlMicros(ttl)
+		if time.Duration(us)*time.Microsecond < ttl || time.Duration(us-1)*time.Microsecond >= ttl {
+			t.Errorf("ttlMicros(%v) = %d, not the ceiling", ttl, us)
+		}
+		if secs, rest := us/1_000_000, us%1_000_000; secs > math.MaxInt32 || rest > math.MaxInt32 {
+			t.Errorf("TTL %v overflows DATEADD's INT: %d s + %d µs", ttl, secs, rest)
+		}
+	}
+	if us := ttlMicros(backend.MaxTTL); us <= math.MaxInt32 {
+		t.Fatalf("test is vacuous: MaxTTL in µs (%d) fits an INT", us)
+	}
+}
+
+// TestValidateBeforeStore sends invalid requests: each must fail with
+// ErrInvalidRequest before any SQL runs (the mock has no expectations, so any
+// query would fail differently).
+func TestValidateBeforeStore(t *testing.T) {
+	b, _ := newMockBackend(t)
+	ctx := context.Background()
+	long := strings.Repeat("é", backend.MaxKeyRunes+1)
+	acquires := []backend.AcquireRequest{
+		{Key: "", Owner: "o", TTL: time.Second},
+		{Key: "k", Owner: " ", TTL: time.Second},
+		{Key: "k\x00", Owner: "o", TTL: time.Second},
+		{Key: long, Owner: "o", TTL: time.Second},
+		{Key: "k", Owner: "o", TTL: 0},
+		{Key: "k", Owner: "o", TTL: backend.MaxTTL + 1},
+		{Key: "k", Owner: "o", TTL: time.Second, Metadata: strings.Repeat("x", backend.MaxMetadataBytes+1)},
+	}
+	for _, r := range acquires {
+		if _, err := b.Acquire(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
+			t.Errorf("Acquire(%+.40v) = %v", r, err)
+		}
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 0, TTL: time.Second}); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Renew with token 0 = %v", err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "\xff"}); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Release with invalid owner = %v", err)
+	}
+}
+
+// TestHostileKeyIsAParameter: a name that looks like SQL travels as a
+// parameter value and is never part of the SQL text.
+func TestHostileKeyIsAParameter(t *testing.T) {
+	b, mock := newMockBackend(t)
+	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "o]'\"", TTL: time.Second, Metadata: "{*?[]}"}
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8)))
+	mock.ExpectQuery(b.q.release).WithArgs(sql.Named("name", req.Key), sql.Named("owner", req.Owner), sql.Named("token", int64(1))).
+		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
+	g, err := b.Acquire(context.Background(), req)
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: req.Key, Owner: req.Owner, Token: g.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.q.acquire, "DROP") || strings.Contains(b.q.release, "DROP") {
+		t.Error("the key leaked into the SQL text")
+	}
+}

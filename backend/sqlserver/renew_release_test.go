@@ -1,0 +1,107 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+func TestRenew(t *testing.T) {
+	req := backend.RenewRequest{Key: "job", Owner: "me", Token: 77, TTL: 2500 * time.Microsecond}
+	args := []driver.Value{sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("token", int64(77)), sql.Named("ttlUs", int64(2500))}
+	expires := time.Date(2026, 3, 1, 12, 0, 0, 100, plus2)
+
+	t.Run("held", func(t *testing.T) {
+		b, mock := newMockBackend(t)
+		mock.ExpectQuery(b.q.renew).WithArgs(args...).
+			WillReturnRows(sqlmock.NewRows([]string{"FencingToken", "ExpiresAtUtc"}).AddRow(int64(77), expires))
+		g, err := b.Renew(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (backend.Grant{Acquired: true, Token: 77, ExpiresAt: expires.UTC()}); g != want {
+			t.Errorf("grant = %+v, want %+v", g, want)
+		}
+	})
+
+	t.Run("not held", func(t *testing.T) {
+		b, mock := newMockBackend(t)
+		mock.ExpectQuery(b.q.renew).WithArgs(args...).WillReturnRows(sqlmock.NewRows([]string{"FencingToken", "ExpiresAtUtc"}))
+		if _, err := b.Renew(context.Background(), req); !errors.Is(err, backend.ErrNotHeld) {
+			t.Fatalf("err = %v, want ErrNotHeld", err)
+		}
+	})
+
+	t.Run("fault is not ErrNotHeld", func(t *testing.T) {
+		b, mock := newMockBackend(t)
+		mock.ExpectQuery(b.q.renew).WillReturnError(errors.New("network down"))
+		_, err := b.Renew(context.Background(), req)
+		if err == nil || errors.Is(err, backend.ErrNotHeld) {
+			t.Fatalf("err = %v, want a fault", err)
+		}
+	})
+
+	t.Run("token never issued", func(t *testing.T) {
+		b, _ := newMockBackend(t)
+		r := req
+		r.Token = math.MaxInt64 + 1
+		if _, err := b.Renew(context.Background(), r); !errors.Is(err, backend.ErrNotHeld) {
+			t.Fatalf("err = %v, want ErrNotHeld without a query", err)
+		}
+	})
+
+	t.Run("wrong token in answer", func(t *testing.T) {
+		b, mock := newMockBackend(t)
+		mock.ExpectQuery(b.q.renew).
+			WillReturnRows(sqlmock.NewRows([]string{"FencingToken", "ExpiresAtUtc"}).AddRow(int64(78), expires))
+		if _, err := b.Renew(context.Background(), req); err == nil || errors.Is(err, backend.ErrNotHeld) {
+			t.Fatalf("err = %v, want a fault", err)
+		}
+	})
+}
+
+func TestRelease(t *testing.T) {
+	for _, token := range []uint64{0, 12} {
+		b, mock := newMockBackend(t)
+		// Token 0 is sent as 0 and matches any token of the owner (see
+		// TestReleaseSQLFilters); nothing deleted is still success.
+		mock.ExpectQuery(b.q.release).
+			WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("token", int64(token))).
+			WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(0)))
+		if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Token: token}); err != nil {
+			t.Errorf("Release(token %d) = %v", token, err)
+		}
+	}
+
+	b, mock := newMockBackend(t)
+	mock.ExpectQuery(b.q.release).WillReturnError(errors.New("connection refused"))
+	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Token: 3}); err == nil {
+		t.Error("a failed release returned nil")
+	}
+
+	b, _ = newMockBackend(t)
+	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Token: math.MaxUint64}); err != nil {
+		t.Errorf("release of a never issued token = %v", err)
+	}
+}
+
+func TestInfoAndClose(t *testing.T) {
+	b, _ := newMockBackend(t)
+	if got := b.Info(); got != (backend.Info{Name: "sqlserver"}) {
+		t.Errorf("Info = %+v", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+}

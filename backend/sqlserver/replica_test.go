@@ -1,0 +1,147 @@
+package sqlserver
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+var replicaColumns = []string{"RowVersion", "OwnerInstanceId", "FencingToken"}
+
+type replicaFixture struct {
+	b       *Backend
+	primary sqlmock.Sqlmock
+	replica sqlmock.Sqlmock
+	log     *bytes.Buffer
+	req     backend.AcquireRequest
+	rv      []byte
+}
+
+// newReplicaFixture sets up a backend with a replica and expects one grant on
+// the primary with RowVersion 0x...0100 and token 8.
+func newReplicaFixture(t *testing.T, timeout time.Duration) *replicaFixture {
+	t.Helper()
+	replicaDB, replicaMock := newMockDB(t)
+	var log bytes.Buffer
+	f := &replicaFixture{
+		log: &log,
+		req: backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Minute},
+		rv:  []byte{0, 0, 0, 0, 0, 0, 1, 0},
+	}
+	f.b, f.primary = newMockBackend(t,
+		WithReplica(replicaDB),
+		WithReplicaTimeout(timeout),
+		WithReplicaPollInterval(time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+	)
+	f.replica = replicaMock
+	f.primary.ExpectQuery(f.b.q.acquire).
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv))
+	return f
+}
+
+func (f *replicaFixture) expectReplica(rows *sqlmock.Rows) *sqlmock.ExpectedQuery {
+	return f.replica.ExpectQuery(f.b.q.replica).WithArgs(sql.Named("name", "job")).WillReturnRows(rows)
+}
+
+func (f *replicaFixture) expectRelease() {
+	f.primary.ExpectQuery(f.b.q.release).
+		WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("token", int64(8))).
+		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
+}
+
+func TestReplicaConfirmsByteEqualRowVersion(t *testing.T) {
+	f := newReplicaFixture(t, time.Minute)
+	f.expectReplica(sqlmock.NewRows(replicaColumns))                                                        // not replayed yet
+	f.expectReplica(sqlmock.NewRows(replicaColumns).AddRow([]byte{0, 0, 0, 0, 0, 0, 0, 9}, "old", int64(7))) // older write
+	f.expectReplica(sqlmock.NewRows(replicaColumns).AddRow([]byte{0, 0, 0, 0, 0, 0, 1, 0}, "me", int64(8)))
+	g, err := f.b.Acquire(context.Background(), f.req)
+	if err != nil || !g.Acquired || g.Token != 8 {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+}
+
+// TestReplicaConfirmsLaterWriteOfSameHolding: a later RowVersion of the same
+// owner and token means the grant's write was replayed (logs replay in
+// order).
+func TestReplicaConfirmsLaterWriteOfSameHolding(t *testing.T) {
+	f := newReplicaFixture(t, time.Minute)
+	f.expectReplica(sqlmock.NewRows(replicaColumns).AddRow([]byte{0, 0, 0, 0, 0, 0, 1, 5}, "me", int64(8)))
+	g, err := f.b.Acquire(context.Background(), f.req)
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+}
+
+// TestReplicaNotConfirmedReleasesAndReportsNotAcquired: the replica shows
+// only a later write of another holding until the timeout: the grant is
+// released on the primary and reported as not acquired, with a warning.
+func TestReplicaNotConfirmedReleasesAndReportsNotAcquired(t *testing.T) {
+	f := newReplicaFixture(t, 20*time.Millisecond)
+	f.expectReplica(sqlmock.NewRows(replicaColumns).AddRow([]byte{0, 0, 0, 0, 0, 0, 2, 0}, "someone else", int64(9)))
+	f.expectRelease()
+	g, err := f.b.Acquire(context.Background(), f.req)
+	if err != nil || g != (backend.Grant{}) {
+		t.Fatalf("Acquire = %+v, %v; want not acquired, nil", g, err)
+	}
+	if !strings.Contains(f.log.String(), "not confirmed on the replica in time") {
+		t.Errorf("no warning logged:\n%s", f.log)
+	}
+}
+
+// TestReplicaUnreadableIsAFault: a replica that never answers is a fault, not
+// a busy lease; the grant is still released.
+func TestReplicaUnreadableIsAFault(t *testing.T) {
+	f := newReplicaFixture(t, 20*time.Millisecond)
+	f.replica.ExpectQuery(f.b.q.replica).WillReturnError(errors.New("replica down"))
+	// Later polls fail too: the mock has no more expectations.
+	f.expectRelease()
+	g, err := f.b.Acquire(context.Background(), f.req)
+	if !errors.Is(err, ErrReplicaUnavailable) || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want ErrReplicaUnavailable", g, err)
+	}
+}
+
+// TestReplicaContextEndsReleases: ctx ends while confirming: the grant is
+// released anyway (with a fresh context) and ctx's error returned.
+func TestReplicaContextEndsReleases(t *testing.T) {
+	f := newReplicaFixture(t, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.replica.ExpectQuery(f.b.q.replica).WithArgs(cancelOnMatch{cancel}).WillReturnRows(sqlmock.NewRows(replicaColumns))
+	f.expectRelease()
+	g, err := f.b.Acquire(ctx, f.req)
+	if !errors.Is(err, context.Canceled) || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want context.Canceled", g, err)
+	}
+}
+
+// TestReplicaNotAskedWhenBusy: only grants are confirmed.
+func TestReplicaNotAskedWhenBusy(t *testing.T) {
+	replicaDB, _ := newMockDB(t)
+	b, mock := newMockBackend(t, WithReplica(replicaDB))
+	mock.ExpectQuery(b.q.acquire).
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil))
+	g, err := b.Acquire(context.Background(), backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Second})
+	if err != nil || g.Acquired || g.Holder != "other" {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+}
+
+func TestReplicaOptionsValidated(t *testing.T) {
+	db, _ := newMockDB(t)
+	for _, opt := range []Option{WithReplica(nil), WithReplicaTimeout(0), WithReplicaPollInterval(-1), WithSweepBatchSize(-1),
+		WithSweepBatchSize(maxSweepBatchSize + 1), WithRetry(0, time.Millisecond, time.Second), WithRetry(2, time.Second, time.Millisecond), WithLogger(nil)} {
+		if _, err := New(db, opt); err == nil {
+			t.Errorf("an invalid option was accepted")
+		}
+	}
+}
