@@ -61,7 +61,7 @@ func (f *replicaFixture) expectRelease() {
 
 func TestReplicaConfirmsByteEqualRowVersion(t *testing.T) {
 	f := newReplicaFixture(t, time.Minute)
-	f.expectReplica(sqlmock.NewRows(replicaColumns))                                                        // not replayed yet
+	f.expectReplica(sqlmock.NewRows(replicaColumns))                                                         // not replayed yet
 	f.expectReplica(sqlmock.NewRows(replicaColumns).AddRow([]byte{0, 0, 0, 0, 0, 0, 0, 9}, "old", int64(7))) // older write
 	f.expectReplica(sqlmock.NewRows(replicaColumns).AddRow([]byte{0, 0, 0, 0, 0, 0, 1, 0}, "me", int64(8)))
 	g, err := f.b.Acquire(context.Background(), f.req)

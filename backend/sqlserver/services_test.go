@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,4 +59,19 @@ func redactDSN(dsn string) string {
 		return u.Redacted()
 	}
 	return adoPassword.ReplaceAllString(dsn, "${1}xxxxx")
+}
+
+func TestRedactDSN(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"sqlserver://sa:s3cret@db:1433?database=test":         "sqlserver://sa:xxxxx@db:1433?database=test",
+		"sqlserver://db:1433?database=test&password=s3cret":   "sqlserver://db:1433?database=test&password=xxxxx",
+		"server=db;user id=sa;password=s3cret;database=test":  "server=db;user id=sa;password=xxxxx;database=test",
+		"Server=db;PWD={s3c;ret};Database=test":               "Server=db;PWD=xxxxx;Database=test",
+		"odbc:server=db;user id=sa;Password=\"s3cret\";app=x": "odbc:server=db;user id=sa;Password=xxxxx;app=x",
+	} {
+		got := redactDSN(dsn)
+		if got != want || strings.Contains(got, "s3c") {
+			t.Errorf("redactDSN(%q) = %q, want %q", dsn, got, want)
+		}
+	}
 }

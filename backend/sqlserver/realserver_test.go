@@ -1,0 +1,187 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// realTestSchema holds the tables of test runs against a real server; each
+// run uses a table of its own, dropped at the end, so runs never see each
+// other's rows.
+const realTestSchema = "leasehold_test"
+
+// newRealBackend returns a backend on a fresh table of the server named by
+// LEASEHOLD_SQLSERVER_DSN (skipping when it is unset; see realServerDB).
+func newRealBackend(t *testing.T, opts ...Option) (*Backend, *sql.DB, objectNames) {
+	t.Helper()
+	db := realServerDB(t)
+	table := fmt.Sprintf("Leases_%d_%04x", time.Now().UnixNano(), rand.N(1<<16))
+	n := mustNames(t, realTestSchema, table)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := EnsureSchema(ctx, db, realTestSchema, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, stmt := range []string{"DROP TABLE IF EXISTS " + n.tableQ, "DROP SEQUENCE IF EXISTS " + n.sequenceQ} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Errorf("cleanup %s: %v", stmt, err)
+			}
+		}
+	})
+	b, err := New(db, append([]Option{WithTable(realTestSchema, table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, db, n
+}
+
+func realCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRealServerEnsureSchemaConcurrently(t *testing.T) {
+	db := realServerDB(t)
+	table := fmt.Sprintf("Race_%d", time.Now().UnixNano())
+	n := mustNames(t, realTestSchema, table)
+	t.Cleanup(func() {
+		db.Exec("DROP TABLE IF EXISTS " + n.tableQ)
+		db.Exec("DROP SEQUENCE IF EXISTS " + n.sequenceQ)
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() { errs <- EnsureSchema(realCtx(t), db, realTestSchema, table) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestRealServerLifecycle(t *testing.T) {
+	b, _, _ := newRealBackend(t)
+	ctx := realCtx(t)
+	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "a", TTL: time.Minute, Metadata: strings.Repeat("é", backend.MaxMetadataBytes/2)}
+
+	g1, err := b.Acquire(ctx, req)
+	if err != nil || !g1.Acquired || g1.Token == 0 {
+		t.Fatalf("first acquire = %+v, %v", g1, err)
+	}
+	busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", TTL: time.Minute})
+	if err != nil || busy.Acquired || busy.Holder != "a" || !busy.HolderExpiresAt.Equal(g1.ExpiresAt) {
+		t.Fatalf("contender = %+v, %v; want busy, held by a until %v", busy, err, g1.ExpiresAt)
+	}
+	again, err := b.Acquire(ctx, req)
+	if err != nil || !again.Acquired || again.Token != g1.Token || again.ExpiresAt.Before(g1.ExpiresAt) {
+		t.Fatalf("idempotent re-acquire = %+v, %v; want token %d", again, err, g1.Token)
+	}
+	renewed, err := b.Renew(ctx, backend.RenewRequest{Key: req.Key, Owner: "a", Token: g1.Token, TTL: 2 * time.Minute})
+	if err != nil || renewed.Token != g1.Token || !renewed.ExpiresAt.After(again.ExpiresAt) {
+		t.Fatalf("renew = %+v, %v", renewed, err)
+	}
+	for _, stale := range []backend.RenewRequest{
+		{Key: req.Key, Owner: "b", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "a", Token: g1.Token + 1, TTL: time.Minute},
+		{Key: req.Key, Owner: "A", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "a ", Token: g1.Token, TTL: time.Minute},
+	} {
+		if _, err := b.Renew(ctx, stale); !errors.Is(err, backend.ErrNotHeld) {
+			t.Errorf("renew by %q/%d = %v, want ErrNotHeld", stale.Owner, stale.Token, err)
+		}
+		if err := b.Release(ctx, backend.ReleaseRequest{Key: req.Key, Owner: stale.Owner, Token: stale.Token}); err != nil {
+			t.Error(err)
+		}
+	}
+	if g, _ := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", TTL: time.Minute}); g.Acquired {
+		t.Fatal("a stale owner's release deleted the holding")
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: req.Key, Owner: "a"}); err != nil { // token 0
+		t.Fatal(err)
+	}
+	g2, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", TTL: time.Minute})
+	if err != nil || !g2.Acquired || g2.Token <= g1.Token {
+		t.Fatalf("acquire after release = %+v, %v; want a token above %d", g2, err, g1.Token)
+	}
+}
+
+// TestRealServerExactNames: names differing only in case or trailing spaces,
+// and long Unicode names, are different leases.
+func TestRealServerExactNames(t *testing.T) {
+	b, _, _ := newRealBackend(t)
+	ctx := realCtx(t)
+	keys := []string{"Foo", "foo", "foo ", "foo  ", " foo", "f*o?o[]", "{foo}\n", strings.Repeat("😀", backend.MaxKeyRunes), strings.Repeat("😀", backend.MaxKeyRunes-1)}
+	for i, k := range keys {
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: fmt.Sprint("owner", i), TTL: time.Minute})
+		if err != nil || !g.Acquired {
+			t.Fatalf("acquire %q = %+v, %v (collides with an earlier name?)", k, g, err)
+		}
+	}
+}
+
+// TestRealServerExpiryTakeover: an expired holding is taken over with a
+// greater token, and its old owner can no longer renew.
+func TestRealServerExpiryTakeover(t *testing.T) {
+	b, _, _ := newRealBackend(t)
+	ctx := realCtx(t)
+	g1, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", TTL: 50 * time.Millisecond})
+	if err != nil || !g1.Acquired {
+		t.Fatal(g1, err)
+	}
+	var g2 backend.Grant
+	deadline := time.Now().Add(30 * time.Second)
+	for !g2.Acquired && time.Now().Before(deadline) {
+		if g2, err = b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "b", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if !g2.Acquired {
+			time.Sleep(time.Until(g2.HolderExpiresAt) / 2) // waiting on the server's clock, nothing to signal
+		}
+	}
+	if !g2.Acquired || g2.Token <= g1.Token {
+		t.Fatalf("takeover = %+v; want a token above %d", g2, g1.Token)
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Token: g1.Token, TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("old owner's renew = %v, want ErrNotHeld", err)
+	}
+}
+
+// TestRealServerOneWinner: many owners race for one name; exactly one wins.
+func TestRealServerOneWinner(t *testing.T) {
+	b, _, _ := newRealBackend(t)
+	ctx := realCtx(t)
+	var wg sync.WaitGroup
+	wins := make(chan string, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "hot", Owner: fmt.Sprint("o", i), TTL: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			if g.Acquired {
+				wins <- fmt.Sprint("o", i)
+			}
+		})
+	}
+	wg.Wait()
+	close(wins)
+	if n := len(wins); n != 1 {
+		t.Fatalf("%d winners, want 1", n)
+	}
+}
