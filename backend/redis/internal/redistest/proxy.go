@@ -16,7 +16,7 @@ type Proxy struct {
 	target string
 
 	mu         sync.Mutex
-	conns      map[net.Conn]struct{}
+	conns      map[net.Conn]bool // open connections; true when stalled
 	dropReply  bool
 	blackhole  bool
 	delay      time.Duration
@@ -34,7 +34,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, quit: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -76,6 +76,17 @@ func (p *Proxy) Blackhole(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.blackhole = on
+}
+
+// StallExisting makes every connection open now silently discard whatever
+// it carries, in both directions, while new connections work: a link whose
+// TCP state died somewhere in between (a NAT, a failed-over load balancer).
+func (p *Proxy) StallExisting() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.conns[c] = true
+	}
 }
 
 // SetDelay holds every chunk, in both directions, for d before forwarding it:
@@ -121,8 +132,8 @@ func (p *Proxy) accept() {
 			_ = server.Close()
 			return
 		}
-		p.conns[client] = struct{}{}
-		p.conns[server] = struct{}{}
+		p.conns[client] = false
+		p.conns[server] = false
 		p.wg.Add(2)
 		p.mu.Unlock()
 		go p.pipe(server, client, false)
@@ -146,7 +157,8 @@ func (p *Proxy) pipe(dst, src net.Conn, isReply bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			drop, hole, delay := p.dropReply && isReply, p.blackhole, p.delay
+			drop, delay := p.dropReply && isReply, p.delay
+			hole := p.blackhole || p.conns[src] || p.conns[dst]
 			if drop {
 				p.repliesCut++
 			}

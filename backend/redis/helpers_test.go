@@ -1,0 +1,126 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testPrefix returns a key prefix of its own for one test, so tests sharing
+// the Redis at LEASEHOLD_REDIS_ADDR never see each other's keys.
+func testPrefix(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "lhtest:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// newTestBackend returns a backend on c with a fresh prefix (unless opts set
+// one), closed and with its keys deleted at the end of the test.
+func newTestBackend(t testing.TB, c goredis.UniversalClient, opts ...Option) *Backend {
+	t.Helper()
+	prefix := testPrefix(t)
+	b, err := New(c, append([]Option{WithKeyPrefix(prefix)}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close()
+		deletePrefix(c, b.cfg.prefix)
+	})
+	return b
+}
+
+func deletePrefix(c goredis.UniversalClient, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAcquire(t testing.TB, b *Backend, key, owner string, ttl time.Duration) backend.Grant {
+	t.Helper()
+	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, TTL: ttl})
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", key, owner, err)
+	}
+	if !g.Acquired {
+		t.Fatalf("Acquire(%q, %q): not acquired, held by %q until %v", key, owner, g.Holder, g.HolderExpiresAt)
+	}
+	if g.Token == 0 {
+		t.Fatalf("Acquire(%q, %q): token 0", key, owner)
+	}
+	return g
+}
+
+func mustBusy(t testing.TB, b *Backend, key, owner, holder string) backend.Grant {
+	t.Helper()
+	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, TTL: time.Second})
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", key, owner, err)
+	}
+	if g.Acquired {
+		t.Fatalf("Acquire(%q, %q): acquired while %q holds it", key, owner, holder)
+	}
+	if g.Holder != holder {
+		t.Fatalf("Acquire(%q, %q): holder %q, want %q", key, owner, g.Holder, holder)
+	}
+	return g
+}
+
+// serverTime is the Redis server's clock, which decides every expiry.
+func serverTime(t testing.TB, c goredis.UniversalClient) time.Time {
+	t.Helper()
+	now, err := c.Time(ctxT(t)).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return now
+}
+
+// waitExpired waits, on the server's clock, until key's lease is gone. Expiry
+// sends no signal, so this polls PTTL, which also says how long to wait.
+func waitExpired(t testing.TB, b *Backend, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pttl, err := b.client.PTTL(ctxT(t), b.LeaseKey(key)).Result()
+		if err != nil {
+			t.Fatalf("PTTL: %v", err)
+		}
+		switch pttl {
+		case -2: // gone
+			return
+		case -1:
+			t.Fatalf("lease %q has no expiry", key)
+		}
+		time.Sleep(max(pttl, time.Millisecond))
+	}
+	t.Fatalf("lease %q did not expire", key)
+}
+
+func isNotHeld(err error) bool { return errors.Is(err, backend.ErrNotHeld) }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}

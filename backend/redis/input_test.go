@@ -1,0 +1,218 @@
+package redis
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
+)
+
+// awkwardKeys must round-trip exactly and never collide, also with each other
+// once escaped.
+var awkwardKeys = []string{
+	"plain",
+	"with space",
+	" leading and trailing ",
+	"line\nbreak",
+	"tab\tand\r\nCRLF",
+	`quotes " and ' and \`,
+	"{braces}",
+	"{",
+	"}",
+	"}{",
+	"a{b}c",
+	"%7B",   // the escape of "{" must not collide with "{"
+	"%257B", // nor the escape of that
+	"%",
+	"glob*?[a-z]^!",
+	"*",
+	"prefix:lease",
+	"emoji 🔒 and ünïcödé",
+	strings.Repeat("é", backend.MaxKeyRunes),
+	strings.Repeat("🔒", backend.MaxKeyRunes),
+}
+
+func TestHashTagIsInjectiveAndBraceFree(t *testing.T) {
+	seen := map[string]string{}
+	for _, k := range awkwardKeys {
+		tag := hashTag(k)
+		inner := tag[1 : len(tag)-1]
+		if strings.ContainsAny(inner, "{}") {
+			t.Errorf("hash tag of %q contains a brace: %q", k, tag)
+		}
+		if other, dup := seen[tag]; dup {
+			t.Errorf("%q and %q share the hash tag %q", k, other, tag)
+		}
+		seen[tag] = k
+	}
+}
+
+func TestAwkwardKeysRoundTripAndNeverCollide(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	grants := map[string]backend.Grant{}
+	for i, k := range awkwardKeys {
+		// The owner is awkward too, and metadata at its limit.
+		owner := awkwardKeys[len(awkwardKeys)-1-i]
+		meta := strings.Repeat("m", backend.MaxMetadataBytes)
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: owner, TTL: 5 * time.Second, Metadata: meta})
+		if err != nil || !g.Acquired {
+			t.Fatalf("Acquire(%q): %+v %v", k, g, err)
+		}
+		grants[k] = g
+		got := c.HGetAll(ctx, b.LeaseKey(k)).Val()
+		if got["owner"] != owner || got["meta"] != meta {
+			t.Fatalf("stored owner %q (want %q), meta %d bytes", got["owner"], owner, len(got["meta"]))
+		}
+	}
+	// Every key is still held by its own owner: nothing overwrote anything.
+	for i, k := range awkwardKeys {
+		owner := awkwardKeys[len(awkwardKeys)-1-i]
+		busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: "intruder", TTL: time.Second})
+		if err != nil || busy.Acquired || busy.Holder != owner {
+			t.Fatalf("Acquire(%q) by intruder: %+v %v (want holder %q)", k, busy, err, owner)
+		}
+		if _, err := b.Renew(ctx, backend.RenewRequest{Key: k, Owner: owner, Token: grants[k].Token, TTL: time.Second}); err != nil {
+			t.Fatalf("Renew(%q): %v", k, err)
+		}
+	}
+	// Both keys of a name hash to one Cluster slot: Cluster hashes only what
+	// is between the first "{" and the next "}", and that is the same.
+	for _, k := range awkwardKeys {
+		t1, t2 := clusterTag(b.LeaseKey(k)), clusterTag(b.TokenKey(k))
+		if t1 == "" || t1 != t2 || t1 != tagEscaper.Replace(k) {
+			t.Fatalf("%q: lease tag %q, token tag %q", k, t1, t2)
+		}
+	}
+}
+
+// clusterTag is the part of key Redis Cluster hashes, by its documented rule.
+func clusterTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return ""
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return ""
+	}
+	return key[open+1 : open+1+end]
+}
+
+func TestInvalidRequestsTouchNothing(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	long := strings.Repeat("x", backend.MaxKeyRunes+1)
+	acquires := []backend.AcquireRequest{
+		{Key: "", Owner: "o", TTL: time.Second},
+		{Key: "   ", Owner: "o", TTL: time.Second},
+		{Key: "nul\x00", Owner: "o", TTL: time.Second},
+		{Key: "bad\xff", Owner: "o", TTL: time.Second},
+		{Key: long, Owner: "o", TTL: time.Second},
+		{Key: "k", Owner: "", TTL: time.Second},
+		{Key: "k", Owner: "o", TTL: 0},
+		{Key: "k", Owner: "o", TTL: backend.MaxTTL + 1},
+		{Key: "k", Owner: "o", TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
+	}
+	for _, r := range acquires {
+		if _, err := b.Acquire(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
+			t.Errorf("Acquire(%q, %q, %v): %v", r.Key, r.Owner, r.TTL, err)
+		}
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 0, TTL: time.Second}); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Renew token 0: %v", err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: " "}); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Release blank owner: %v", err)
+	}
+	if keys := c.Keys(ctx, b.cfg.prefix+"*").Val(); len(keys) != 0 {
+		t.Fatalf("invalid requests created keys: %q", keys)
+	}
+}
+
+// A Redis error reply is a fault, never "held by another".
+func TestRedisErrorReplyIsWrapped(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	// A string where the lease hash belongs: HMGET answers WRONGTYPE.
+	if err := c.Set(ctx, b.LeaseKey("k"), "not a hash", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+	var rerr goredis.Error
+	if err == nil || !errors.As(err, &rerr) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("Acquire over a wrong-type key = %+v, %v; want a wrapped Redis error", g, err)
+	}
+	if g.Acquired || g.Holder != "" {
+		t.Fatalf("a fault came with a grant: %+v", g)
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 1, TTL: time.Second}); err == nil || isNotHeld(err) || !errors.As(err, &rerr) {
+		t.Fatalf("Renew over a wrong-type key: %v", err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o"}); err == nil || !errors.As(err, &rerr) {
+		t.Fatalf("Release over a wrong-type key: %v", err)
+	}
+}
+
+// An unreachable server is a fault too, and neither errors nor logs carry the
+// password of the address the client was built from.
+func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
+	const secret = "s3cr3t-pa55"
+	port := redistest.FreePort(t) // nothing listens there
+	opt, err := goredis.ParseURL("redis://leaseuser:" + secret + "@127.0.0.1:" + itoa(port) + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	var logs bytes.Buffer
+	b, err := New(c, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := ctxT(t)
+
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+	if err == nil || g.Acquired {
+		t.Fatalf("Acquire with no server = %+v, %v", g, err)
+	}
+	errs := []error{err}
+	_, err = b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 1, TTL: time.Second})
+	if err == nil || isNotHeld(err) {
+		t.Fatalf("Renew with no server: %v", err)
+	}
+	errs = append(errs, err, b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o"}))
+
+	// Let the watch fail and log a couple of times.
+	wctx, cancel := withTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := b.WatchReleases(wctx, func(string) {}); err != nil {
+		t.Fatalf("WatchReleases: %v", err)
+	}
+	for _, e := range errs {
+		if e == nil {
+			t.Fatal("a call to a missing server succeeded")
+		}
+		if strings.Contains(e.Error(), secret) {
+			t.Fatalf("error leaks the password: %v", e)
+		}
+	}
+	if !strings.Contains(logs.String(), "release watch interrupted") {
+		t.Fatalf("expected the watch to log its reconnections, got %q", logs.String())
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatalf("log leaks the password: %s", logs.String())
+	}
+}

@@ -1,0 +1,224 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
+)
+
+// watcher is a WatchReleases running in the background: the keys it reports,
+// its confirmed subscriptions, and stop, which ends it and returns its result.
+type watcher struct {
+	keys       chan string
+	subscribed chan struct{}
+	stop       func() error
+}
+
+func startWatch(t *testing.T, b *Backend) *watcher {
+	t.Helper()
+	w := &watcher{keys: make(chan string, 64), subscribed: make(chan struct{}, 64)}
+	b.cfg.onSubscribed = func() { w.subscribed <- struct{}{} }
+	if b.cfg.watchIdle > time.Second {
+		b.cfg.watchIdle = time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.WatchReleases(ctx, func(k string) { w.keys <- k }) }()
+	var (
+		once   sync.Once
+		result error
+	)
+	w.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(5 * time.Second):
+				t.Error("WatchReleases did not return after its context ended")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { _ = w.stop() })
+	return w
+}
+
+func (w *watcher) awaitSubscribed(t *testing.T) {
+	t.Helper()
+	select {
+	case <-w.subscribed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("release watch never subscribed")
+	}
+}
+
+func (w *watcher) awaitKey(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case k := <-w.keys:
+		if k != want {
+			t.Fatalf("release of %q reported, want %q", k, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("release of %q not reported", want)
+	}
+}
+
+func (w *watcher) expectNone(t *testing.T) {
+	t.Helper()
+	select {
+	case k := <-w.keys:
+		t.Fatalf("unexpected release notice for %q", k)
+	default:
+	}
+}
+
+func TestWatchReportsReleasesFromOtherBackends(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	other, err := New(redistest.Client(t), WithKeyPrefix(b.cfg.prefix)) // another process, same prefix
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := newTestBackend(t, c) // another prefix: another namespace
+	w := startWatch(t, b)
+	w.awaitSubscribed(t)
+	ctx := ctxT(t)
+
+	for _, k := range []string{"job", "with space\nand {braces} *glob*", awkwardKeys[len(awkwardKeys)-1]} {
+		g := mustAcquire(t, other, k, "alice", time.Minute)
+		if err := other.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "alice", Token: g.Token}); err != nil {
+			t.Fatal(err)
+		}
+		w.awaitKey(t, k)
+	}
+
+	// A release that released nothing, and a release in another namespace,
+	// announce nothing. The marker release afterwards proves the quiet one
+	// would have been seen by now (messages on one connection keep order).
+	if err := other.Release(ctx, backend.ReleaseRequest{Key: "job", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	gs := mustAcquire(t, stranger, "job", "alice", time.Minute)
+	if err := stranger.Release(ctx, backend.ReleaseRequest{Key: "job", Owner: "alice", Token: gs.Token}); err != nil {
+		t.Fatal(err)
+	}
+	g := mustAcquire(t, other, "marker", "alice", time.Minute)
+	if err := other.Release(ctx, backend.ReleaseRequest{Key: "marker", Owner: "alice", Token: g.Token}); err != nil {
+		t.Fatal(err)
+	}
+	w.awaitKey(t, "marker")
+	w.expectNone(t)
+
+	if err := w.stop(); err != nil {
+		t.Fatalf("WatchReleases returned %v after its context ended", err)
+	}
+}
+
+func TestWatchEndsWhenBackendCloses(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subscribed := make(chan struct{}, 1)
+	b.cfg.onSubscribed = func() { subscribed <- struct{}{} }
+	done := make(chan error, 1)
+	go func() { done <- b.WatchReleases(ctx, func(string) {}) }()
+	<-subscribed
+	_ = b.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("WatchReleases after Close returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WatchReleases did not end on Close")
+	}
+}
+
+func TestNotificationsOff(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c, WithReleaseNotifications(false))
+	err := b.WatchReleases(ctxT(t), func(string) {})
+	if !errors.Is(err, ErrNotificationsDisabled) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("WatchReleases with notifications off: %v", err)
+	}
+	// Release publishes nothing: a watcher of the same prefix stays quiet.
+	listener, err := New(c, WithKeyPrefix(b.cfg.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, listener)
+	w.awaitSubscribed(t)
+	g := mustAcquire(t, b, "k", "alice", time.Minute)
+	if err := b.Release(ctxT(t), backend.ReleaseRequest{Key: "k", Owner: "alice", Token: g.Token}); err != nil {
+		t.Fatal(err)
+	}
+	// Marker through the listener, which does publish.
+	g = mustAcquire(t, listener, "marker", "alice", time.Minute)
+	if err := listener.Release(ctxT(t), backend.ReleaseRequest{Key: "marker", Owner: "alice", Token: g.Token}); err != nil {
+		t.Fatal(err)
+	}
+	w.awaitKey(t, "marker")
+	w.expectNone(t)
+}
+
+// The watch survives cut connections, a connection that stays open but
+// carries nothing (noticed by its PING), and a server restart.
+func TestWatchResubscribesAfterFaults(t *testing.T) {
+	s := redistest.Start(t)
+	p := redistest.NewProxy(t, s.Addr())
+	direct := redistest.NewClient(t, s.Addr())
+	b := newTestBackend(t, redistest.NewClient(t, p.Addr()), withWatchHooks(200*time.Millisecond, nil))
+	publisher, err := New(direct, WithKeyPrefix(b.cfg.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, b)
+	w.awaitSubscribed(t)
+
+	release := func(k string) {
+		t.Helper()
+		g := mustAcquire(t, publisher, k, "alice", time.Minute)
+		if err := publisher.Release(ctxT(t), backend.ReleaseRequest{Key: k, Owner: "alice", Token: g.Token}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release("before")
+	w.awaitKey(t, "before")
+
+	p.CutAll()
+	w.awaitSubscribed(t)
+	release("after cut")
+	w.awaitKey(t, "after cut")
+
+	// The connection stays open but nothing comes through any more: only
+	// the idle PING can tell. New connections work.
+	p.StallExisting()
+	release("lost in the stall") // may be lost: nothing announces it
+	w.awaitSubscribed(t)
+	drain(w.keys)
+	release("after black hole")
+	w.awaitKey(t, "after black hole")
+
+	s.Restart()
+	direct.Ping(ctxT(t)) // drop the publisher's dead pooled connection
+	w.awaitSubscribed(t)
+	release("after restart")
+	w.awaitKey(t, "after restart")
+}
+
+func drain(ch chan string) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
