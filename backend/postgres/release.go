@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/leasehold/leasehold/backend"
 )
 
@@ -12,6 +13,12 @@ import (
 // whatever r.Owner holds under r.Key, and announces it on Channel so that
 // waiters wake at once. Nothing matching is not an error. Faults are retried
 // and returned wrapped; a retry after an ambiguous failure is harmless.
+//
+// Release takes the name's advisory lock first, like Acquire. An acquire
+// whose caller gave up (context ended) may still be queued on that lock in
+// the server and commit later; queued before this release, it is granted the
+// lock first, so the release that cleans up after it (Token 0) runs after it
+// and deletes its row instead of leaving an unowned lease behind.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -20,8 +27,12 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		return nil // no holding can have this token
 	}
 	err := b.retry(ctx, "release", func(ctx context.Context) error {
-		_, err := b.pool.Exec(ctx, b.q.release, r.Key, r.Owner, int64(r.Token), b.channel)
-		return err
+		batch := &pgx.Batch{}
+		batch.Queue("BEGIN")
+		batch.Queue(b.q.lock, b.lockKey(r.Key))
+		batch.Queue(b.q.release, r.Key, r.Owner, int64(r.Token), b.channel)
+		batch.Queue("COMMIT")
+		return b.pool.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: release %q: %w", r.Key, err)

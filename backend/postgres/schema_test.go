@@ -106,7 +106,9 @@ func TestEnsureSchemaConcurrentAndIdempotent(t *testing.T) {
 	admin := newPool(t, "lh_admin")
 	ctx := ctxT(t)
 	schema := randomName("lh_test_")
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+newNames(schema, "x").schema+" CASCADE") })
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+newNames(schema, "x").schema+" CASCADE")
+	})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
