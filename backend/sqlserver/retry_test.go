@@ -181,3 +181,5 @@ func TestRetryPauseEndsWithContext(t *testing.T) {
 		t.Fatal("retry pause did not end with the context")
 	}
 }
+
+var deadlockErr = mssql.Error{Number: 1205, Message: "Transaction was deadlocked and has been chosen as the deadlock victim"}

@@ -1,0 +1,172 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// maxBatchRenewals is how many renewals go in one round trip: four parameters
+// each stay under SQL Server's 2100 parameters per request, and the rows stay
+// under the 1000 rows of a table value constructor.
+const maxBatchRenewals = 400
+
+var _ backend.BatchRenewer = (*Backend)(nil)
+
+// RenewBatch renews many holdings in one round trip per 400 requests: one
+// UPDATE joined to the requests, filtered like Renew by name, owner, token and
+// expiry. It returns one result per request, in order: a Grant, or an error
+// wrapping backend.ErrNotHeld (holding gone) or backend.ErrInvalidRequest
+// (request rejected before any write). A non-nil error means the batch as a
+// whole could not be confirmed (fail closed: no result is reported then).
+func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	results := make([]backend.RenewResult, len(rs))
+	// first maps each holding to the index of its first request, so that a
+	// holding asked twice is sent once and both get its result.
+	type holding struct {
+		key, owner string
+		token      int64
+	}
+	first := map[holding]int{}
+	var send []int // indexes of the requests to send
+	for i, r := range rs {
+		if err := r.Validate(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		token, ok := tokenParam(r.Token)
+		if !ok {
+			results[i].Err = fmt.Errorf("sqlserver: renew %q: token %d was never issued: %w", r.Key, r.Token, backend.ErrNotHeld)
+			continue
+		}
+		h := holding{r.Key, r.Owner, token}
+		if _, dup := first[h]; dup {
+			continue
+		}
+		first[h] = i
+		send = append(send, i)
+	}
+	renewed := map[int]backend.Grant{}
+	for start := 0; start < len(send); start += maxBatchRenewals {
+		chunk := send[start:min(start+maxBatchRenewals, len(send))]
+		err := b.retry(ctx, "renew batch", func(ctx context.Context) error {
+			got, err := b.renewChunk(ctx, rs, chunk)
+			if err == nil {
+				for i, g := range got {
+					renewed[i] = g
+				}
+			}
+			return err
+		})
+		if err != nil {
+			b.log.WarnContext(ctx, "batch renew failed", "renewals", len(chunk), "err", err)
+			return nil, fmt.Errorf("sqlserver: batch renew of %d holdings: %w", len(chunk), err)
+		}
+	}
+	for i, r := range rs {
+		if results[i].Err != nil {
+			continue
+		}
+		token, _ := tokenParam(r.Token)
+		j := first[holding{r.Key, r.Owner, token}]
+		if g, ok := renewed[j]; ok {
+			results[i].Grant = g
+		} else {
+			results[i].Err = fmt.Errorf("sqlserver: renew %q by %q with token %d: %w", r.Key, r.Owner, r.Token, backend.ErrNotHeld)
+		}
+	}
+	return results, nil
+}
+
+// renewChunk renews the requests rs[idx...] in one batch and returns the
+// grants by request index; requests that are not held are absent.
+func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx []int) (map[int]backend.Grant, error) {
+	args := make([]any, 0, 4*len(idx))
+	for _, i := range idx {
+		token, _ := tokenParam(rs[i].Token)
+		args = append(args,
+			sql.Named(fmt.Sprint("n", i), rs[i].Key),
+			sql.Named(fmt.Sprint("o", i), rs[i].Owner),
+			sql.Named(fmt.Sprint("t", i), token),
+			sql.Named(fmt.Sprint("u", i), ttlMicros(rs[i].TTL)),
+		)
+	}
+	rows, err := b.db.QueryContext(ctx, renewBatchSQL(b.names, idx), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	want := map[int]int64{}
+	for _, i := range idx {
+		want[i], _ = tokenParam(rs[i].Token)
+	}
+	got := map[int]backend.Grant{}
+	for rows.Next() {
+		var (
+			i       int64
+			token   int64
+			expires sql.NullTime
+		)
+		if err := rows.Scan(&i, &token, &expires); err != nil {
+			return nil, fmt.Errorf("sqlserver: scanning the batch renew result: %w", err)
+		}
+		wantToken, asked := want[int(i)]
+		if _, seen := got[int(i)]; !asked || seen || token != wantToken || !expires.Valid {
+			return nil, fmt.Errorf("sqlserver: malformed batch renew result (index %d, token %d)", i, token)
+		}
+		got[int(i)] = backend.Grant{Acquired: true, Token: uint64(token), ExpiresAt: expires.Time.UTC()}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// renewBatchSQL builds the batch for requests idx: parameters @nI, @oI, @tI,
+// @uI (name, owner, token, TTL in microseconds) of request I. The request
+// table's text columns use the table's binary collation; otherwise the join
+// would fail on a collation conflict or compare case-insensitively.
+func renewBatchSQL(n objectNames, idx []int) string {
+	var values strings.Builder
+	for k, i := range idx {
+		if k > 0 {
+			values.WriteString(",\n    ")
+		}
+		fmt.Fprintf(&values, "(%d, @n%d, @o%d, @t%d, @u%d)", i, i, i, i, i)
+	}
+	return strings.NewReplacer("{table}", n.tableQ, "{values}", values.String()).Replace(renewBatchTemplate)
+}
+
+const renewBatchTemplate = `SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+DECLARE @req TABLE (
+    Idx             INT           NOT NULL PRIMARY KEY,
+    LeaseName       NVARCHAR(400) COLLATE ` + binaryCollation + ` NOT NULL,
+    OwnerInstanceId NVARCHAR(400) COLLATE ` + binaryCollation + ` NOT NULL,
+    FencingToken    BIGINT        NOT NULL,
+    TtlUs           BIGINT        NOT NULL
+);
+INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, FencingToken, TtlUs) VALUES
+    {values};
+
+DECLARE @out TABLE (Idx INT NOT NULL, FencingToken BIGINT NOT NULL, ExpiresAtUtc DATETIMEOFFSET(7) NOT NULL);
+DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+
+UPDATE l
+SET RenewedAtUtc = @now,
+    ExpiresAtUtc = DATEADD(MICROSECOND, CAST(r.TtlUs % 1000000 AS INT), DATEADD(SECOND, CAST(r.TtlUs / 1000000 AS INT), @now))
+OUTPUT r.Idx, inserted.FencingToken, inserted.ExpiresAtUtc
+INTO @out (Idx, FencingToken, ExpiresAtUtc)
+FROM {table} AS l WITH (ROWLOCK)
+INNER JOIN @req AS r
+    ON  l.LeaseName = r.LeaseName AND l.LeaseNameBytes = DATALENGTH(r.LeaseName)
+    AND l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)
+    AND l.FencingToken = r.FencingToken
+WHERE l.ExpiresAtUtc > @now;
+
+SELECT Idx, FencingToken, ExpiresAtUtc FROM @out;
+`
