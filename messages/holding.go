@@ -71,9 +71,10 @@ func (h *Holding) End(err error, lost bool) bool {
 	}
 	h.err = err
 	h.mu.Unlock()
+	// Cancel first: whoever sees Lost closed also sees the context's cause.
+	h.cancel(err)
 	if lost {
 		close(h.lost)
 	}
-	h.cancel(err)
 	return true
 }

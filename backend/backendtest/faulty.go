@@ -1,0 +1,86 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// ErrInjected is the error Faulty returns for the faults it injects.
+var ErrInjected = errors.New("backendtest: injected fault")
+
+// Faulty wraps a Backend, counting calls and injecting faults. The zero
+// switches inject nothing. Use Wrap to keep the wrapped backend's
+// ReleaseWatcher capability.
+type Faulty struct {
+	B backend.Backend
+
+	Acquires, Renews, Releases atomic.Int64
+
+	// FailRenew makes Renew fail (as if the backend were unreachable).
+	FailRenew atomic.Bool
+	// FailAfterAcquire performs the acquire, then reports an error, as a
+	// connection cut after the server's answer would.
+	FailAfterAcquire atomic.Bool
+	// FailRelease makes Release fail without releasing.
+	FailRelease atomic.Bool
+	// AcquireDelay delays every acquire (before the backend call) by this
+	// many nanoseconds, ignoring the context, like a slow network.
+	AcquireDelay atomic.Int64
+}
+
+// Wrap returns a Faulty around b, and the Backend to give to a Manager (the
+// same Faulty, plus b's ReleaseWatcher when b has one).
+func Wrap(b backend.Backend) (*Faulty, backend.Backend) {
+	f := &Faulty{B: b}
+	if w, ok := b.(backend.ReleaseWatcher); ok {
+		return f, faultyWatcher{f, w}
+	}
+	return f, f
+}
+
+type faultyWatcher struct {
+	*Faulty
+	w backend.ReleaseWatcher
+}
+
+func (f faultyWatcher) WatchReleases(ctx context.Context, fn func(string)) error {
+	return f.w.WatchReleases(ctx, fn)
+}
+
+// Calls is the total number of backend calls so far.
+func (f *Faulty) Calls() int64 { return f.Acquires.Load() + f.Renews.Load() + f.Releases.Load() }
+
+func (f *Faulty) Info() backend.Info { return f.B.Info() }
+func (f *Faulty) Close() error       { return nil }
+
+func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
+	f.Acquires.Add(1)
+	if d := f.AcquireDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
+	if err == nil && f.FailAfterAcquire.Load() {
+		return backend.Grant{}, ErrInjected
+	}
+	return g, err
+}
+
+func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
+	f.Renews.Add(1)
+	if f.FailRenew.Load() {
+		return backend.Grant{}, ErrInjected
+	}
+	return f.B.Renew(ctx, r)
+}
+
+func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
+	f.Releases.Add(1)
+	if f.FailRelease.Load() {
+		return ErrInjected
+	}
+	return f.B.Release(ctx, r)
+}

@@ -1,0 +1,104 @@
+package backendtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
+)
+
+// Run runs the conformance suite against backends made by newBackend (called
+// once per subtest; the suite does not close them: register that in
+// newBackend with t.Cleanup).
+func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
+	s := &suite{newBackend: newBackend}
+	t.Run("Backend", func(t *testing.T) {
+		for _, c := range s.backendCases() {
+			t.Run(c.name, c.run)
+		}
+	})
+	t.Run("Manager", func(t *testing.T) {
+		for _, c := range s.managerCases() {
+			t.Run(c.name, c.run)
+		}
+	})
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T)
+}
+
+type suite struct {
+	newBackend func(t *testing.T) backend.Backend
+}
+
+// Generous bounds: the suite runs under -race on small, shared machines.
+const (
+	shortTTL = 300 * time.Millisecond
+	patience = 5 * time.Second
+)
+
+// uniq returns a key prefix no other test (or earlier run) uses.
+func uniq(t *testing.T) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	name := t.Name()
+	if len(name) > 60 {
+		name = name[len(name)-60:]
+	}
+	return "lhtest/" + strings.ReplaceAll(name, "/", ".") + "/" + hex.EncodeToString(r[:]) + "/"
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newManager starts a Manager on b with its own owner and this test's key
+// prefix, closed when the test ends.
+func newManager(t *testing.T, b backend.Backend, owner, prefix string, opts ...leasehold.Option) *leasehold.Manager {
+	t.Helper()
+	opts = append([]leasehold.Option{leasehold.WithOwner(owner), leasehold.WithKeyPrefix(prefix)}, opts...)
+	m, err := leasehold.New(b, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
+}
+
+// eventually polls cond until it holds or patience runs out. It is for state
+// that has no signal to await (a row in a foreign store).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitClosed waits for ch to close.
+func waitClosed(t *testing.T, what string, ch <-chan struct{}, within time.Duration) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(within):
+		t.Fatalf("%s did not happen within %v", what, within)
+	}
+}

@@ -1,0 +1,16 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/backend/memory"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) backend.Backend { return memory.New() })
+}
