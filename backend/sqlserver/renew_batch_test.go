@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
+	"regexp"
 	"testing"
 	"time"
 
@@ -135,7 +135,7 @@ func TestRenewBatchChunks(t *testing.T) {
 	if held != 1 || res[5].Err != nil {
 		t.Errorf("%d held, want only request 5", held)
 	}
-	if params := 4 * maxBatchRenewals; params >= 2100 || strings.Count(renewBatchSQL(b.names, first), ", @n") != maxBatchRenewals {
+	if params := 4 * maxBatchRenewals; params >= 2100 || len(regexp.MustCompile(`@n[0-9]+`).FindAllString(renewBatchSQL(b.names, first), -1)) != maxBatchRenewals {
 		t.Errorf("a chunk sends %d parameters", params)
 	}
 }
