@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
+)
+
+// The server crashes and restarts while a lease is held through a Manager.
+// The holder cannot renew, so it loses the lease by its TTL (ReasonExpired);
+// nobody is granted the name while the server is down (faults are faults,
+// not "not acquired"); after the restart the row is still there, the next
+// owner gets the name only after the old holder's expiry, with a greater
+// token; the release watch reconnects by itself.
+func TestServerRestartWhileHeld(t *testing.T) {
+	srv := startPrivateServer(t)
+	ctx := ctxT(t)
+	pool, err := pgxpool.New(ctx, srv.dsn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := EnsureSchema(ctx, pool, DefaultSchema, DefaultTable); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(pool, WithRetry(3, 5*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched, err := New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, listening, _ := watching(t, watched)
+	await(t, listening, "LISTEN")
+
+	mA := newManager(t, b, "a")
+	mB := newManager(t, b, "b")
+	sub := mA.Subscribe(4)
+	defer sub.Close()
+	const ttl = time.Second
+	la, err := mA.Acquire(ctx, "job", leasehold.WithTTL(ttl), leasehold.WithRenewEvery(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := la.Token()
+
+	srv.stop(t, "immediate")
+	_, err = mB.Acquire(ctx, "job", leasehold.WithTTL(ttl))
+	if err == nil || errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Fatalf("Acquire with the server down = %v, want a backend fault", err)
+	}
+	select {
+	case <-la.Lost():
+	case <-time.After(5 * ttl):
+		t.Fatal("the holder did not lose its lease while the server was down")
+	}
+	if !errors.Is(la.Err(), leasehold.ErrLost) {
+		t.Fatalf("holder's Err = %v, want ErrLost", la.Err())
+	}
+	ev := await(t, sub.Events(), "LostEvent")
+	if ev.Reason != leasehold.ReasonExpired || ev.Token != before {
+		t.Fatalf("LostEvent = %+v, want ReasonExpired for token %d", ev, before)
+	}
+	lostAt := time.Now()
+
+	srv.start(t)
+	lb, err := mB.Acquire(ctx, "job", leasehold.WithTTL(time.Minute), leasehold.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire after restart: %v", err)
+	}
+	if granted := time.Now(); granted.Before(la.ExpiresAt().Add(-10 * time.Millisecond)) {
+		t.Fatalf("next owner granted at %v, before the old holder's expiry %v", granted, la.ExpiresAt())
+	}
+	if lb.Token() <= before {
+		t.Fatalf("token %d after the restart, was %d", lb.Token(), before)
+	}
+	t.Logf("holder lost at %v; next owner granted %v later with token %d (was %d)",
+		lostAt.Format(time.StampMilli), time.Since(lostAt).Round(time.Millisecond), lb.Token(), before)
+
+	await(t, listening, "LISTEN after the restart")
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k := await(t, keys, "release after the restart"); k != "job" {
+		t.Fatalf("watch reported %q, want job", k)
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "job", Owner: "a", Token: before, TTL: ttl}); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("old holder's renewal = %v, want ErrNotHeld", err)
+	}
+}
+
+func newManager(t *testing.T, b backend.Backend, owner string) *leasehold.Manager {
+	t.Helper()
+	m, err := leasehold.New(b, leasehold.WithOwner(owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Close(ctx)
+	})
+	return m
+}
