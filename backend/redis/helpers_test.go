@@ -15,7 +15,15 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// go-redis logs dial failures on its own; the fault tests cause many.
+	goredis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // testPrefix returns a key prefix of its own for one test, so tests sharing
 // the Redis at LEASEHOLD_REDIS_ADDR never see each other's keys.
@@ -123,4 +131,9 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, d)
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
 }

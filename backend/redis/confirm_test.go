@@ -1,0 +1,108 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
+)
+
+// startReplicated starts a primary and one replica of it, and waits until the
+// replica is in sync.
+func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
+	t.Helper()
+	// No diskless-sync delay: the replica's first sync starts at once.
+	primary = redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()))
+	c := redistest.NewClient(t, primary.Addr())
+	// WAIT is the signal: it returns once the replica acknowledged.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		n, err := c.Do(ctx, "WAIT", 1, 1000).Int64()
+		if err != nil {
+			t.Fatalf("waiting for the replica: %v", err)
+		}
+		if n >= 1 {
+			return primary, replica
+		}
+	}
+}
+
+func TestReplicaConfirmation(t *testing.T) {
+	primary, replica := startReplicated(t)
+	c := redistest.NewClient(t, primary.Addr())
+	rc := redistest.NewClient(t, replica.Addr())
+	ctx := ctxT(t)
+
+	b := newTestBackend(t, c, WithReplicaConfirmation(1, 2*time.Second))
+	g := mustAcquire(t, b, "k", "alice", time.Minute)
+	// Confirmed means the replica has it: a failover to it keeps the lease.
+	if got := rc.HGet(ctx, b.LeaseKey("k"), "owner").Val(); got != "alice" {
+		t.Fatalf("replica shows owner %q after a confirmed grant", got)
+	}
+	r, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute})
+	if err != nil || r.Token != g.Token {
+		t.Fatalf("confirmed renew: %+v %v", r, err)
+	}
+	// With the script cache emptied, the pipelined EVALSHA meets NOSCRIPT and
+	// falls back to EVAL.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}); err != nil {
+		t.Fatalf("confirmed renew after SCRIPT FLUSH: %v", err)
+	}
+
+	// Asking for more replicas than exist: the grant is never confirmed,
+	// so it is given back and reported as not acquired.
+	greedy, err := New(c, WithKeyPrefix(b.cfg.prefix), WithReplicaConfirmation(2, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, err := greedy.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", TTL: time.Minute})
+	if err != nil || ng.Acquired {
+		t.Fatalf("unconfirmed acquire = %+v, %v; want not acquired, no error", ng, err)
+	}
+	if n := c.Exists(ctx, b.LeaseKey("other")).Val(); n != 0 {
+		t.Fatal("an unconfirmed grant was left behind")
+	}
+	// An unconfirmed renewal fails (the engine keeps retrying, then loses).
+	if _, err := greedy.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}); !errors.Is(err, ErrNotConfirmed) || isNotHeld(err) {
+		t.Fatalf("unconfirmed renew: %v", err)
+	}
+
+	// The replica dies: nothing can be confirmed any more.
+	replica.Kill()
+	b, err = New(c, WithKeyPrefix(b.cfg.prefix), WithReplicaConfirmation(1, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, err = b.Acquire(ctx, backend.AcquireRequest{Key: "third", Owner: "carol", TTL: time.Minute})
+	if err != nil || ng.Acquired {
+		t.Fatalf("acquire with the replica down = %+v, %v", ng, err)
+	}
+	if n := c.Exists(ctx, b.LeaseKey("third")).Val(); n != 0 {
+		t.Fatal("an unconfirmed grant was left behind")
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}); !errors.Is(err, ErrNotConfirmed) {
+		t.Fatalf("renew with the replica down: %v", err)
+	}
+}
+
+func TestReplicaConfirmationNeedsAKnownClient(t *testing.T) {
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	if _, err := New(ring, WithReplicaConfirmation(1, time.Second)); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("New(ring) with confirmation: %v", err)
+	}
+	if _, err := New(ring); err != nil {
+		t.Fatalf("New(ring) without confirmation: %v", err)
+	}
+}
