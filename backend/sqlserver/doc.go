@@ -27,7 +27,11 @@
 // caller's own live row or reports the holder. Renew and Release filter by
 // name, owner and token. Transient errors (deadlock victim, Azure SQL
 // throttling and failover numbers) are retried as a whole batch, which is safe
-// because every batch is idempotent for its owner.
+// because every batch is idempotent for its owner. RenewBatch
+// (backend.BatchRenewer) renews up to 400 holdings in one UPDATE joined to
+// the requests. The backend does not implement backend.ReleaseWatcher: SQL
+// Server has no cheap release notification, so waiters wake at the holder's
+// expiry or by polling.
 //
 // Create the table once with EnsureSchema (idempotent, safe when several
 // instances start at once) or deploy the output of CreateScript out of band.

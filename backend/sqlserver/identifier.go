@@ -115,3 +115,6 @@ func utf16Len(s string) int {
 	}
 	return n
 }
+
+// String returns the quoted table name, for logs and errors.
+func (n objectNames) String() string { return n.tableQ }

@@ -9,16 +9,23 @@ import (
 
 // Defaults of the options below.
 const (
-	DefaultSchema                = "lease"
-	DefaultTable                 = "Leases"
-	DefaultSweepBatchSize        = 100
-	DefaultReplicaTimeout        = 5 * time.Second
-	DefaultReplicaPollInterval   = 50 * time.Millisecond
-	DefaultRetryAttempts         = 5
-	DefaultRetryBaseDelay        = 20 * time.Millisecond
-	DefaultRetryMaxDelay         = time.Second
-	maxSweepBatchSize            = 100_000
-	defaultCleanupReleaseTimeout = 5 * time.Second
+	DefaultSchema              = "lease"
+	DefaultTable               = "Leases"
+	DefaultSweepBatchSize      = 100
+	DefaultReplicaTimeout      = 5 * time.Second
+	DefaultReplicaPollInterval = 50 * time.Millisecond
+	DefaultRetryAttempts       = 5
+	DefaultRetryBaseDelay      = 20 * time.Millisecond
+	DefaultRetryMaxDelay       = time.Second
+)
+
+const (
+	// maxSweepBatchSize bounds one sweep, so that an acquire never deletes
+	// an unbounded number of rows before it runs.
+	maxSweepBatchSize = 100_000
+	// cleanupReleaseTimeout bounds the release of a grant that the caller
+	// will not get (replica not confirmed), which runs even after ctx ended.
+	cleanupReleaseTimeout = 5 * time.Second
 )
 
 // Option configures a Backend.

@@ -1,9 +1,6 @@
 package sqlserver
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
 // Outcomes of the acquire batch, in its Outcome column.
 const (
@@ -199,6 +196,3 @@ const replicaTemplate = `SELECT [RowVersion], OwnerInstanceId, FencingToken
 FROM {table} WITH (READUNCOMMITTED)
 WHERE {keyMatch};
 `
-
-// String returns a short description for logs and errors.
-func (n objectNames) String() string { return fmt.Sprintf("%s.%s", n.schemaQ, quoteIdent(n.table)) }

@@ -114,7 +114,7 @@ func (b *Backend) readReplica(ctx context.Context, key, owner string, token int6
 // releaseUnconfirmed releases a grant the caller will not get, even when ctx
 // has ended: leaving it behind would block the name until it expires.
 func (b *Backend) releaseUnconfirmed(ctx context.Context, key, owner string, token uint64) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCleanupReleaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupReleaseTimeout)
 	defer cancel()
 	if err := b.Release(rctx, backend.ReleaseRequest{Key: key, Owner: owner, Token: token}); err != nil {
 		b.log.ErrorContext(ctx, "releasing an unconfirmed grant failed; it will expire", "key", key, "token", token, "err", err)
