@@ -1,0 +1,18 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
+)
+
+// TestConformance runs the suite every backend passes, against the Redis at
+// LEASEHOLD_REDIS_ADDR.
+func TestConformance(t *testing.T) {
+	redistest.Client(t) // skip or fail once, clearly, when Redis is missing
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return newTestBackend(t, redistest.Client(t))
+	})
+}
