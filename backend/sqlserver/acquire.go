@@ -39,7 +39,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		return err
 	})
 	if err != nil {
-		b.log.WarnContext(ctx, "acquire failed", "key", r.Key, "owner", r.Owner, "err", err)
+		b.logFailure(ctx, "acquire failed", err, "key", r.Key, "owner", r.Owner)
 		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
 	}
 	if res.outcome == outcomeBusy {

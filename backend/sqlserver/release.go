@@ -26,7 +26,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		return err
 	})
 	if err != nil {
-		b.log.WarnContext(ctx, "release failed", "key", r.Key, "owner", r.Owner, "token", r.Token, "err", err)
+		b.logFailure(ctx, "release failed", err, "key", r.Key, "owner", r.Owner, "token", r.Token)
 		return fmt.Errorf("sqlserver: release %q: %w", r.Key, err)
 	}
 	b.log.DebugContext(ctx, "released", "key", r.Key, "owner", r.Owner, "token", r.Token, "deleted", deleted)

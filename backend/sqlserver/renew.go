@@ -30,7 +30,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 		return err
 	})
 	if err != nil {
-		b.log.WarnContext(ctx, "renew failed", "key", r.Key, "owner", r.Owner, "token", r.Token, "err", err)
+		b.logFailure(ctx, "renew failed", err, "key", r.Key, "owner", r.Owner, "token", r.Token)
 		return backend.Grant{}, fmt.Errorf("sqlserver: renew %q: %w", r.Key, err)
 	}
 	if !held {

@@ -62,7 +62,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 			return err
 		})
 		if err != nil {
-			b.log.WarnContext(ctx, "batch renew failed", "renewals", len(chunk), "err", err)
+			b.logFailure(ctx, "batch renew failed", err, "renewals", len(chunk))
 			return nil, fmt.Errorf("sqlserver: batch renew of %d holdings: %w", len(chunk), err)
 		}
 	}

@@ -39,7 +39,7 @@ func (b *Backend) confirmGrant(ctx context.Context, r backend.AcquireRequest, g 
 	}
 	b.releaseUnconfirmed(ctx, r.Key, r.Owner, g.Token)
 	if err != nil {
-		b.log.WarnContext(ctx, "grant released: replica confirmation failed", "key", r.Key, "token", g.Token, "err", err)
+		b.logFailure(ctx, "grant released: replica confirmation failed", err, "key", r.Key, "token", g.Token)
 		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
 	}
 	b.log.WarnContext(ctx, "grant released: not confirmed on the replica in time", "key", r.Key, "token", g.Token, "timeout", b.cfg.replicaTimeout)
