@@ -240,3 +240,25 @@ func waitForLockWaiters(t *testing.T, e *testEnv, n int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Against an unreachable server every operation reports a fault (never "not
+// acquired"), and a batch renewal reports the batch as unconfirmed.
+func TestUnreachableServerIsAFault(t *testing.T) {
+	b, err := New(poolStub(t), WithRetry(2, time.Millisecond, 2*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second}); err == nil || g.Acquired {
+		t.Errorf("Acquire = %+v, %v; want a fault", g, err)
+	}
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Token: 1, TTL: time.Second}); err == nil || errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("Renew = %v; want a fault, not ErrNotHeld", err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a"}); err == nil {
+		t.Error("Release succeeded against an unreachable server")
+	}
+	if res, err := b.RenewBatch(ctx, []backend.RenewRequest{{Key: "k", Owner: "a", Token: 1, TTL: time.Second}}); err == nil || res != nil {
+		t.Errorf("RenewBatch = %v, %v; want no results and a fault", res, err)
+	}
+}

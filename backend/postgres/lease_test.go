@@ -355,3 +355,53 @@ func TestSweepDeletesExpiredRows(t *testing.T) {
 		t.Fatalf("%d rows after the sweep, want only the live one", n)
 	}
 }
+
+func TestRenewBatch(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t, WithSweep(-1, 0))
+	ctx := ctxT(t)
+	g1 := mustAcquire(t, b, "k1", "a", time.Second)
+	g2 := mustAcquire(t, b, "k2", "a", time.Second)
+	short := mustAcquire(t, b, "k3", "a", 20*time.Millisecond)
+	waitPast(short.ExpiresAt)
+	reqs := []backend.RenewRequest{
+		{Key: "k1", Owner: "a", Token: g1.Token, TTL: time.Hour},
+		{Key: "k2", Owner: "b", Token: g2.Token, TTL: time.Hour},     // foreign owner
+		{Key: "k3", Owner: "a", Token: short.Token, TTL: time.Hour},  // expired
+		{Key: "k2", Owner: "a", Token: g2.Token, TTL: time.Minute},   // fine
+		{Key: "k\x00", Owner: "a", Token: 1, TTL: time.Minute},       // invalid
+		{Key: "k1", Owner: "a", Token: g1.Token, TTL: time.Hour},     // repeated
+		{Key: "k1", Owner: "a", Token: 1 << 63, TTL: time.Hour},      // beyond bigint
+		{Key: "none", Owner: "a", Token: g1.Token, TTL: time.Minute}, // never held
+	}
+	res, err := b.RenewBatch(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(reqs) {
+		t.Fatalf("%d results for %d requests", len(res), len(reqs))
+	}
+	for _, i := range []int{0, 3, 5} {
+		if res[i].Err != nil || !res[i].Grant.Acquired || res[i].Grant.Token != reqs[i].Token ||
+			time.Until(res[i].Grant.ExpiresAt) < reqs[i].TTL-time.Minute/2 {
+			t.Errorf("result %d = %+v, want renewed for %v", i, res[i], reqs[i].TTL)
+		}
+	}
+	for _, i := range []int{1, 2, 6, 7} {
+		if !errors.Is(res[i].Err, backend.ErrNotHeld) {
+			t.Errorf("result %d = %+v, want ErrNotHeld", i, res[i])
+		}
+	}
+	if !errors.Is(res[4].Err, backend.ErrInvalidRequest) {
+		t.Errorf("result 4 = %+v, want ErrInvalidRequest", res[4])
+	}
+	// The renewals are real: b cannot take k1 or k2.
+	for _, k := range []string{"k1", "k2"} {
+		if busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: "b", TTL: time.Second}); err != nil || busy.Acquired {
+			t.Errorf("Acquire(%s) by b = %+v, %v", k, busy, err)
+		}
+	}
+	if res, err := b.RenewBatch(ctx, nil); err != nil || len(res) != 0 {
+		t.Errorf("empty batch = %v, %v", res, err)
+	}
+}

@@ -8,9 +8,12 @@ type queries struct {
 	lock    string
 	acquire string
 	renew   string
-	release string
-	sweep   string
-	seq     string // the quoted sequence name, sent as a regclass parameter
+	// renewBatch renews many holdings in one UPDATE joined to the requests
+	// (parallel arrays; $5 carries each request's index back).
+	renewBatch string
+	release    string
+	sweep      string
+	seq        string // the quoted sequence name, sent as a regclass parameter
 }
 
 func buildQueries(n names) queries {
@@ -49,6 +52,13 @@ SET renewed_at = c.now, expires_at = c.now + $4::bigint * interval '1 microsecon
 FROM (SELECT clock_timestamp() AS now) c
 WHERE l.lease_name = $1 AND l.owner_instance_id = $2 AND l.fencing_token = $3 AND l.expires_at > c.now
 RETURNING l.expires_at`, n.table),
+
+		renewBatch: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now)
+UPDATE %s AS l
+SET renewed_at = c.now, expires_at = c.now + r.ttl_us * interval '1 microsecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::int[]) AS r(name, owner, token, ttl_us, ord), clock c
+WHERE l.lease_name = r.name AND l.owner_instance_id = r.owner AND l.fencing_token = r.token AND l.expires_at > c.now
+RETURNING r.ord, l.expires_at`, n.table),
 
 		// The notification is sent at commit, so a waiter never wakes before
 		// the row is gone.
