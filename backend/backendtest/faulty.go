@@ -30,6 +30,9 @@ type Faulty struct {
 	// AcquireDelay delays every acquire (before the backend call) by this
 	// many nanoseconds, ignoring the context, like a slow network.
 	AcquireDelay atomic.Int64
+	// ReleaseDelay delays every release by this many nanoseconds, or until
+	// its context ends, like a server that does not answer.
+	ReleaseDelay atomic.Int64
 }
 
 // Wrap returns a Faulty around b, and the Backend to give to a Manager (the
@@ -79,6 +82,13 @@ func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gra
 
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	f.Releases.Add(1)
+	if d := f.ReleaseDelay.Load(); d > 0 {
+		select {
+		case <-time.After(time.Duration(d)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if f.FailRelease.Load() {
 		return ErrInjected
 	}

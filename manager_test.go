@@ -1,0 +1,259 @@
+package leasehold_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/backend/memory"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newManager(t testing.TB, opts ...leasehold.Option) (*leasehold.Manager, *backendtest.Faulty) {
+	t.Helper()
+	f, b := backendtest.Wrap(memory.New())
+	m, err := leasehold.New(b, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m, f
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	b := memory.New()
+	cases := map[string][]leasehold.Option{
+		"empty owner":    {leasehold.WithOwner("")},
+		"NUL owner":      {leasehold.WithOwner("a\x00")},
+		"long owner":     {leasehold.WithOwner(strings.Repeat("o", 201))},
+		"nil normalizer": {leasehold.WithKeyNormalizer(nil)},
+		"nil system":     {leasehold.WithActorSystem(nil)},
+	}
+	for name, opts := range cases {
+		if m, err := leasehold.New(b, opts...); !errors.Is(err, leasehold.ErrInvalidOption) || m != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidOption", name, m, err)
+		}
+	}
+	if _, err := leasehold.New(nil); !errors.Is(err, leasehold.ErrInvalidOption) {
+		t.Errorf("New(nil) = %v", err)
+	}
+}
+
+func TestDefaultOwnerIsUnique(t *testing.T) {
+	m1, _ := newManager(t)
+	m2, _ := newManager(t)
+	if m1.Owner() == m2.Owner() || strings.Count(m1.Owner(), ":") < 2 {
+		t.Errorf("owners %q and %q", m1.Owner(), m2.Owner())
+	}
+}
+
+func TestKeyPrefixAndNormalizer(t *testing.T) {
+	b := memory.New()
+	ctx := context.Background()
+	m1, err := leasehold.New(b, leasehold.WithKeyPrefix("app1/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close(ctx)
+	m2, err := leasehold.New(b, leasehold.WithKeyNormalizer(func(n string) (string, error) {
+		return "app1/" + strings.ToLower(n), nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close(ctx)
+	l, err := m1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Name() != "job" {
+		t.Errorf("Name() = %q, want the name, not the key", l.Name())
+	}
+	if _, err := m2.Acquire(ctx, "JOB"); !errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Errorf("normalized JOB vs prefixed job: %v, want ErrNotAcquired (same key)", err)
+	}
+	// A normalizer may shorten names longer than a key may be.
+	m3, err := leasehold.New(b, leasehold.WithKeyNormalizer(func(n string) (string, error) { return n[:10], nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close(ctx)
+	if _, err := m3.Acquire(ctx, strings.Repeat("x", 300)); err != nil {
+		t.Errorf("long name with a shortening normalizer: %v", err)
+	}
+	// A prefix that pushes the key over the limit is an invalid name.
+	if _, err := m1.Acquire(ctx, strings.Repeat("x", 200)); !errors.Is(err, leasehold.ErrInvalidName) {
+		t.Errorf("prefix+200 runes: %v, want ErrInvalidName", err)
+	}
+}
+
+// liveActors counts the actors in sys.
+func liveActors(sys *actor.ActorSystem) int {
+	n := 0
+	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += bucket.Count()
+	}
+	return n
+}
+
+func TestIdleLeaseActorsStop(t *testing.T) {
+	sys := actor.NewActorSystem()
+	base := liveActors(sys)
+	m, _ := newManager(t, leasehold.WithActorSystem(sys))
+	ctx := context.Background()
+	withManager := liveActors(sys)
+	var ls []*leasehold.Lease
+	for i := range 100 {
+		l, err := m.Acquire(ctx, fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	if n := liveActors(sys); n < withManager+100 {
+		t.Fatalf("%d actors with 100 leases, want at least %d", n, withManager+100)
+	}
+	for _, l := range ls {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for liveActors(sys) != withManager {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d actors after releasing everything, want %d", liveActors(sys), withManager)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := liveActors(sys); n != base {
+		t.Errorf("%d actors after Close, want %d", n, base)
+	}
+	if sys.IsStopped() {
+		t.Error("Close stopped a system it did not create")
+	}
+}
+
+func TestSubscriptionCountsDrops(t *testing.T) {
+	m, _ := newManager(t)
+	sub := m.Subscribe(1)
+	defer sub.Close()
+	ctx := context.Background()
+	var ls []*leasehold.Lease
+	for i := range 3 {
+		l, err := m.Acquire(ctx, fmt.Sprint(i), leasehold.WithTTL(20*time.Millisecond), leasehold.WithoutAutoRenew())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		<-l.Lost()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sub.Dropped() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Dropped() = %d, want 2", sub.Dropped())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ev := <-sub.Events(); !errors.Is(ev.Err, leasehold.ErrLost) || ev.Reason != leasehold.ReasonExpired || ev.Reason.String() != "expired" {
+		t.Errorf("event %+v", ev)
+	}
+	sub.Close()
+	sub.Close()
+	if _, ok := <-sub.Events(); ok {
+		t.Error("events after Close")
+	}
+}
+
+// TestManyGoroutinesManyNames: no two holders of one name at once, every
+// waiter served, nothing left held.
+func TestManyGoroutinesManyNames(t *testing.T) {
+	m, _ := newManager(t)
+	const names, workers, rounds = 50, 32, 50
+	var inside [names]atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				i := (w*7 + r*13) % names
+				l, err := m.Acquire(context.Background(), fmt.Sprint(i), leasehold.WithWait(leasehold.WaitForever))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if inside[i].Add(1) != 1 {
+					t.Errorf("two holders of %d", i)
+				}
+				inside[i].Add(-1)
+				if err := l.Release(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if h := m.Held(); len(h) != 0 {
+		t.Errorf("Held() = %v", h)
+	}
+}
+
+func TestCloseWithExpiredContextStillStops(t *testing.T) {
+	f, b := backendtest.Wrap(memory.New())
+	m, err := leasehold.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Acquire(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ReleaseDelay.Store(int64(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := m.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	if !errors.Is(l.Err(), leasehold.ErrReleased) {
+		t.Errorf("handle after a forced Close: %v", l.Err())
+	}
+	if err := m.Close(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second Close = %v, want the first one's result", err)
+	}
+}
+
+func TestConcurrentClose(t *testing.T) {
+	m, _ := newManager(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := m.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			_, err := m.Acquire(context.Background(), "x", leasehold.WithWait(time.Second))
+			if err != nil && !errors.Is(err, leasehold.ErrClosed) && !errors.Is(err, leasehold.ErrNotAcquired) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
