@@ -94,7 +94,7 @@ func newEnv(t testing.TB) *testEnv {
 // backend returns a Backend on the env's table.
 func (e *testEnv) backend(t testing.TB, opts ...Option) *Backend {
 	t.Helper()
-	b, err := New(e.pool, append([]Option{WithSchema(e.schema), WithTable(e.table)}, opts...)...)
+	b, err := New(e.pool, append([]Option{WithTable(e.schema, e.table)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

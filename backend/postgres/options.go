@@ -43,13 +43,13 @@ func defaultConfig() config {
 	}
 }
 
-// WithSchema sets the schema of the lease table. Default "lease". The name is
-// validated by New (see ValidateIdentifier) and always quoted.
-func WithSchema(name string) Option { return func(c *config) { c.schema = name } }
-
-// WithTable sets the name of the lease table. Default "leases". The sequence
-// of fencing tokens is named after it (table + "_token_seq").
-func WithTable(name string) Option { return func(c *config) { c.table = name } }
+// WithTable sets the schema and table of the lease rows. Default:
+// lease.leases (DefaultSchema, DefaultTable). The names are validated by New
+// (see ValidateIdentifier) and always quoted. The sequence of fencing tokens
+// lives in the same schema, named after the table (table + "_token_seq").
+func WithTable(schema, table string) Option {
+	return func(c *config) { c.schema, c.table = schema, table }
+}
 
 // WithLogger sets the logger for retries, sweeps and LISTEN reconnects.
 // Default: nothing is logged. Nil keeps the default.

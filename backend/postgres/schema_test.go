@@ -25,7 +25,7 @@ func TestIdentifierValidation(t *testing.T) {
 		{"lease", strings.Repeat("t", MaxTableBytes+1)},
 	}
 	for _, c := range bad {
-		if _, err := New(poolStub(t), WithSchema(c.schema), WithTable(c.table)); !errors.Is(err, ErrInvalidIdentifier) {
+		if _, err := New(poolStub(t), WithTable(c.schema, c.table)); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Errorf("New(schema %q, table %q) = %v, want ErrInvalidIdentifier", c.schema, c.table, err)
 		}
 		if err := EnsureSchema(context.Background(), poolStub(t), c.schema, c.table); !errors.Is(err, ErrInvalidIdentifier) {
@@ -89,7 +89,7 @@ func TestHostileIdentifiersAreQuoted(t *testing.T) {
 		schema, table, table+seqSuffix, table+indexSuffix).Scan(&n); err != nil || n != 3 {
 		t.Fatalf("objects under the exact names: %d, %v", n, err)
 	}
-	b, err := New(admin, WithSchema(schema), WithTable(table))
+	b, err := New(admin, WithTable(schema, table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestEnsureSchemaConcurrentAndIdempotent(t *testing.T) {
 		}
 	}
 	// Rows survive a later EnsureSchema.
-	b, err := New(admin, WithSchema(schema))
+	b, err := New(admin, WithTable(schema, DefaultTable))
 	if err != nil {
 		t.Fatal(err)
 	}
