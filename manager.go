@@ -31,6 +31,7 @@ type Manager struct {
 
 	system    *actor.ActorSystem
 	ownSystem bool
+	engine    *actors.Engine
 	registry  *actor.PID
 	stopped   <-chan struct{} // closed once every actor has stopped
 	held      *actors.HeldSet
@@ -74,9 +75,10 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 		)
 	}
-	m.registry, m.stopped = actors.Spawn(m.system.Root, &actors.Config{
+	m.engine = actors.Start(m.system.Root, &actors.Config{
 		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held,
 	})
+	m.registry, m.stopped = m.engine.Registry, m.engine.Stopped
 	return m, nil
 }
 
@@ -227,8 +229,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		m.closeErr = ctx.Err()
 	}
-	m.system.Root.Stop(m.registry)
-	<-m.stopped // the backend actor cancels calls in flight, so this is quick
+	m.engine.Stop(m.system.Root) // the backend actor cancels calls in flight, so this is quick
 	if m.ownSystem {
 		m.system.Shutdown()
 	}

@@ -101,6 +101,12 @@ func (a *backendActor) run(ctx actor.Context, replyTo *actor.PID, call func() an
 // bound derives a call context from the requester's ctx (nil: a cleanup with
 // its own timeout) that also ends when the backend actor stops.
 func (a *backendActor) bound(parent context.Context) (context.Context, func()) {
+	if a.inline { // the call returns at once: nothing to bound
+		if parent == nil {
+			return a.base, func() {}
+		}
+		return parent, func() {}
+	}
 	if parent == nil {
 		return context.WithTimeout(a.base, cleanupTimeout)
 	}

@@ -175,9 +175,10 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 		return
 	}
-	if m.Wait == 0 && (a.cur != nil || a.op != opNone || len(a.waiters) > 0) {
+	if m.Wait == 0 && (a.cur != nil || a.op == opAcquiring || len(a.waiters) > 0) {
 		// One attempt, and this Manager already holds or is getting the key:
-		// no re-entry, and no backend call can change that.
+		// no re-entry, and no backend call can change that. (A release in
+		// flight is different: the attempt runs once it is done.)
 		reply := messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner}
 		if a.cur != nil {
 			reply.HolderExpiresAt = a.cur.h.ExpiresAt()

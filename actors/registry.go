@@ -1,14 +1,25 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/messages"
 )
 
+// idleSweep is how often idle lease actors are stopped. An actor idle at one
+// sweep is stopped at the next unless a command came meanwhile, so a name
+// used in a tight acquire/release loop keeps its actor, and memory follows
+// the live leases within two sweeps.
+const idleSweep = 500 * time.Millisecond
+
 // child is a running lease actor and the number of commands forwarded to it.
 type child struct {
-	pid  *actor.PID
-	sent uint64
+	pid        *actor.PID
+	sent       uint64
+	idle       bool   // reported idle after handling all `sent` commands
+	idleSweeps uint64 // the sweep count when it was reported idle
 }
 
 // registry routes commands by key to lease actors, spawns them on demand and
@@ -16,26 +27,53 @@ type child struct {
 // stopping it stops them all; Stopped closes the channel Spawn returned.
 type registry struct {
 	cfg      *Config
+	props    func(producer actor.Producer) *actor.Props
 	children map[string]*child
 	byID     map[string]string // child PID id → key
+	idle     map[string]*child
 	backend  *actor.PID
 	hub      *actor.PID
 	stopped  chan struct{}
+
+	timers *scheduler.TimerScheduler
+	sweeps uint64 // sweeps done
+	sweepT timer
+	gen    uint64
 
 	closing      bool
 	shutdownWait int
 	shutdownDone chan struct{}
 }
 
-// Spawn starts the actors of one Manager in root's system and returns the
-// registry, the address of every command, and a channel closed once the
-// registry and all its children have stopped.
-func Spawn(root *actor.RootContext, cfg *Config) (*actor.PID, <-chan struct{}) {
+// Engine is the running actors of one Manager.
+type Engine struct {
+	// Registry is the address of every command.
+	Registry *actor.PID
+	// Stopped is closed once the registry and all its children have stopped.
+	Stopped <-chan struct{}
+	pool    *pool
+}
+
+// Start spawns the actors of one Manager in root's system.
+func Start(root *actor.RootContext, cfg *Config) *Engine {
 	stopped := make(chan struct{})
-	props := actor.PropsFromProducer(func() actor.Actor {
-		return &registry{cfg: cfg, children: map[string]*child{}, byID: map[string]string{}, stopped: stopped}
-	}, actor.WithSupervisor(stopOnFailure))
-	return root.Spawn(props), stopped
+	p := newPool()
+	props := func(producer actor.Producer) *actor.Props {
+		return actor.PropsFromProducer(producer, actor.WithDispatcher(p), actor.WithSupervisor(stopOnFailure))
+	}
+	pid := root.Spawn(props(func() actor.Actor {
+		return &registry{cfg: cfg, props: props, stopped: stopped,
+			children: map[string]*child{}, byID: map[string]string{}, idle: map[string]*child{}}
+	}))
+	return &Engine{Registry: pid, Stopped: stopped, pool: p}
+}
+
+// Stop stops every actor (after a Shutdown, there is nothing left to
+// release) and waits for them and their dispatcher.
+func (e *Engine) Stop(root *actor.RootContext) {
+	root.Stop(e.Registry)
+	<-e.Stopped
+	e.pool.stop()
 }
 
 // stopOnFailure stops a panicking child rather than restarting it with empty
@@ -47,8 +85,9 @@ func (r *registry) Receive(ctx actor.Context) {
 	case *actor.Started:
 		root := ctx.ActorSystem().Root
 		self := ctx.Self()
-		r.hub = ctx.Spawn(actor.PropsFromProducer(newHub))
-		r.backend = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newBackendActor(r.cfg, self, root) }))
+		r.timers = scheduler.NewTimerScheduler(root)
+		r.hub = ctx.Spawn(r.props(newHub))
+		r.backend = ctx.Spawn(r.props(func() actor.Actor { return newBackendActor(r.cfg, self, root) }))
 	case *messages.Acquire:
 		if r.closing {
 			m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
@@ -71,8 +110,26 @@ func (r *registry) Receive(ctx actor.Context) {
 		ctx.Send(r.hub, m)
 	case *messages.Idle:
 		if c := r.children[m.Key]; c != nil && c.pid.Equal(m.From) && c.sent == m.Handled && !r.closing {
-			r.drop(m.Key, c)
-			ctx.Stop(c.pid)
+			c.idle, c.idleSweeps = true, r.sweeps
+			r.idle[m.Key] = c
+			if r.sweepT.gen == 0 {
+				r.armSweep(ctx)
+			}
+		}
+	case *messages.SweepTick:
+		if m.Gen != r.sweepT.gen || r.closing {
+			return
+		}
+		r.sweepT.gen = 0
+		r.sweeps++
+		for key, c := range r.idle {
+			if c.idleSweeps+1 < r.sweeps { // idle for a whole sweep period
+				r.drop(key, c)
+				ctx.Stop(c.pid)
+			}
+		}
+		if len(r.idle) > 0 {
+			r.armSweep(ctx)
 		}
 	case *messages.Shutdown:
 		r.closing = true
@@ -96,6 +153,8 @@ func (r *registry) Receive(ctx actor.Context) {
 				r.checkShutdown()
 			}
 		}
+	case *actor.Stopping:
+		r.sweepT.stop()
 	case *actor.Stopped:
 		close(r.stopped)
 	}
@@ -110,13 +169,17 @@ func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) b
 			return false
 		}
 		backendPID, hubPID := r.backend, r.hub
-		c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		c = &child{pid: ctx.Spawn(r.props(func() actor.Actor {
 			return newLeaseActor(r.cfg, key, backendPID, hubPID)
 		}))}
 		r.children[key] = c
 		r.byID[c.pid.Id] = key
 	}
 	c.sent++
+	if c.idle {
+		c.idle = false
+		delete(r.idle, key)
+	}
 	ctx.Send(c.pid, msg)
 	return true
 }
@@ -124,6 +187,14 @@ func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) b
 func (r *registry) drop(key string, c *child) {
 	delete(r.children, key)
 	delete(r.byID, c.pid.Id)
+	delete(r.idle, key)
+}
+
+func (r *registry) armSweep(ctx actor.Context) {
+	r.sweepT.stop()
+	r.gen++
+	r.sweepT.gen = r.gen
+	r.sweepT.cancel = r.timers.SendOnce(idleSweep, ctx.Self(), &messages.SweepTick{Gen: r.gen})
 }
 
 func (r *registry) checkShutdown() {

@@ -36,6 +36,10 @@ type DeadlineTick struct{ Gen uint64 }
 type RetryTick struct{ Gen uint64 }
 type WaitTimeout struct{ Ticket *Ticket }
 
+// Registry → itself: time to stop the lease actors that stayed idle since
+// the last sweep.
+type SweepTick struct{ Gen uint64 }
+
 // Lease actor → backend actor. Seq is echoed in the result so the lease actor
 // can match it. Ctx bounds the call (the backend actor also cancels it when it
 // stops).
@@ -92,6 +96,7 @@ func (*RenewTick) IgnoreDeadLetterLogging()      {}
 func (*DeadlineTick) IgnoreDeadLetterLogging()   {}
 func (*RetryTick) IgnoreDeadLetterLogging()      {}
 func (*WaitTimeout) IgnoreDeadLetterLogging()    {}
+func (*SweepTick) IgnoreDeadLetterLogging()      {}
 func (*BackendAcquire) IgnoreDeadLetterLogging() {}
 func (*BackendRenew) IgnoreDeadLetterLogging()   {}
 func (*BackendRelease) IgnoreDeadLetterLogging() {}
