@@ -27,13 +27,16 @@ func testDSN() string {
 // (so that a test can find and terminate exactly its own connections). An
 // unreachable server skips the test, or fails it under
 // LEASEHOLD_REQUIRE_SERVICES=1.
-func newPool(t testing.TB, appName string) *pgxpool.Pool {
+func newPool(t testing.TB, appName string, adjust ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN())
 	if err != nil {
 		t.Fatalf("LEASEHOLD_POSTGRES_DSN is not a valid DSN: %v", err)
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	for _, f := range adjust {
+		f(cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
