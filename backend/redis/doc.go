@@ -55,6 +55,12 @@
 // wake waiters at once. Expiry publishes nothing; waiters also wake at the
 // holder's expiry.
 //
+// # Batched renewal
+//
+// Backend implements backend.BatchRenewer: RenewBatch sends the renew script
+// for many holdings in one pipelined round trip, with per-lease results, and
+// fails as a whole when the round trip cannot be confirmed.
+//
 // # Client settings
 //
 // The client is the caller's and is not closed by Close. Set
