@@ -55,26 +55,11 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			})
 		}
 	case *messages.BackendAcquire:
-		a.run(ctx, m.ReplyTo, func() any {
-			callCtx, done := a.bound(m.Ctx)
-			defer done()
-			g, err := a.cfg.Backend.Acquire(callCtx, m.Req)
-			return &messages.AcquireResult{Seq: m.Seq, Grant: g, Err: err}
-		})
+		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
 	case *messages.BackendRenew:
-		a.run(ctx, m.ReplyTo, func() any {
-			callCtx, done := context.WithDeadline(a.base, m.Deadline)
-			defer done()
-			g, err := a.cfg.Backend.Renew(callCtx, m.Req)
-			return &messages.RenewResult{Seq: m.Seq, Grant: g, Err: err}
-		})
+		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
 	case *messages.BackendRelease:
-		a.run(ctx, m.ReplyTo, func() any {
-			callCtx, done := a.bound(m.Ctx)
-			defer done()
-			err := a.cfg.Backend.Release(callCtx, m.Req)
-			return &messages.ReleaseResult{Seq: m.Seq, Err: err}
-		})
+		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
 	case *actor.Stopping:
 		a.cancel()
 		a.wg.Wait()
@@ -98,19 +83,47 @@ func (a *backendActor) run(ctx actor.Context, replyTo *actor.PID, call func() an
 	})
 }
 
+// perform makes the backend call req asks for and returns its result message.
+// Calls are bounded by base (cancelled when the backend actor stops) as well
+// as by the requester's context; immediate backends return at once, so their
+// calls skip that bookkeeping.
+func perform(b backend.Backend, base context.Context, immediate bool, req any) any {
+	switch m := req.(type) {
+	case *messages.BackendAcquire:
+		ctx, done := bound(base, m.Ctx, immediate)
+		defer done()
+		g, err := b.Acquire(ctx, m.Req)
+		return &messages.AcquireResult{Seq: m.Seq, Grant: g, Err: err}
+	case *messages.BackendRenew:
+		ctx, done := base, context.CancelFunc(func() {})
+		if !immediate {
+			ctx, done = context.WithDeadline(base, m.Deadline)
+		}
+		defer done()
+		g, err := b.Renew(ctx, m.Req)
+		return &messages.RenewResult{Seq: m.Seq, Grant: g, Err: err}
+	case *messages.BackendRelease:
+		ctx, done := bound(base, m.Ctx, immediate)
+		defer done()
+		err := b.Release(ctx, m.Req)
+		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
+	}
+	panic("leasehold: not a backend request")
+}
+
 // bound derives a call context from the requester's ctx (nil: a cleanup with
-// its own timeout) that also ends when the backend actor stops.
-func (a *backendActor) bound(parent context.Context) (context.Context, func()) {
-	if a.inline { // the call returns at once: nothing to bound
+// its own timeout) that also ends when base does.
+func bound(base, parent context.Context, immediate bool) (context.Context, func()) {
+	if immediate {
 		if parent == nil {
-			return a.base, func() {}
+			return base, func() {}
 		}
 		return parent, func() {}
 	}
 	if parent == nil {
-		return context.WithTimeout(a.base, cleanupTimeout)
+		return context.WithTimeout(base, cleanupTimeout)
 	}
 	ctx, cancel := context.WithCancel(parent)
-	stop := context.AfterFunc(a.base, cancel)
+	stop := context.AfterFunc(base, cancel)
 	return ctx, func() { stop(); cancel() }
 }

@@ -88,15 +88,54 @@ type leaseActor struct {
 	renewT    timer
 	deadlineT timer
 	retryT    timer
+
+	// An Immediate backend (memory) is called right here rather than through
+	// the backend actor, saving two message hops per call; its results queue
+	// in inbox and are handled before the next message, exactly as if they
+	// had come back through the mailbox.
+	immediate bool
+	inbox     []any
 }
 
 func newLeaseActor(cfg *Config, key string, backendPID, hubPID *actor.PID) actor.Actor {
 	_, notified := cfg.Backend.(backend.ReleaseWatcher)
-	return &leaseActor{cfg: cfg, key: key, backend: backendPID, hub: hubPID, notified: notified}
+	_, immediate := cfg.Backend.(backend.Immediate)
+	return &leaseActor{cfg: cfg, key: key, backend: backendPID, hub: hubPID, notified: notified, immediate: immediate}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	if _, ok := ctx.Message().(*actor.Stopping); ok {
+		a.onStopping(ctx)
+		return
+	}
+	a.handle(ctx, ctx.Message())
+	for {
+		for len(a.inbox) > 0 {
+			next := a.inbox[0]
+			a.inbox[0] = nil
+			a.inbox = a.inbox[1:]
+			a.handle(ctx, next)
+		}
+		a.settle(ctx)
+		if len(a.inbox) == 0 {
+			a.inbox = nil
+			return
+		}
+	}
+}
+
+// toBackend sends a backend request (or, for an Immediate backend, makes the
+// call and queues its result).
+func (a *leaseActor) toBackend(ctx actor.Context, req any) {
+	if a.immediate {
+		a.inbox = append(a.inbox, perform(a.cfg.Backend, context.Background(), true, req))
+		return
+	}
+	ctx.Send(a.backend, req)
+}
+
+func (a *leaseActor) handle(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
 		a.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
@@ -139,11 +178,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		}
 	case *messages.WaitTimeout:
 		a.onWaitTimeout(m)
-	case *actor.Stopping:
-		a.onStopping(ctx)
-		return
 	}
-	a.settle(ctx)
 }
 
 // settle runs after every message: it starts the next acquire when the key is
@@ -212,7 +247,7 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 			return
 		}
 		a.op, a.seq, a.acqSent = opAcquiring, a.seq+1, time.Now()
-		ctx.Send(a.backend, &messages.BackendAcquire{
+		a.toBackend(ctx, &messages.BackendAcquire{
 			Seq: a.seq,
 			Req: backend.AcquireRequest{Key: a.key, Owner: a.cfg.Owner, TTL: w.m.TTL, Metadata: w.m.Metadata},
 			Ctx: w.m.Ctx, ReplyTo: a.self,
@@ -371,7 +406,7 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 	c := a.cur
 	a.seq++
 	c.renewing, c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = true, a.seq, time.Now(), ttl, replies
-	ctx.Send(a.backend, &messages.BackendRenew{
+	a.toBackend(ctx, &messages.BackendRenew{
 		Seq:      a.seq,
 		Req:      backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token, TTL: ttl},
 		Deadline: c.deadline,
@@ -486,7 +521,7 @@ func (a *leaseActor) startRelease(ctx actor.Context, token uint64, m *messages.R
 	if m != nil {
 		req.Ctx = m.Ctx
 	}
-	ctx.Send(a.backend, req)
+	a.toBackend(ctx, req)
 }
 
 func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
@@ -542,7 +577,7 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 	a.waiters = nil
 	if c := a.cur; c != nil {
 		a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
-		ctx.Send(a.backend, &messages.BackendRelease{Req: backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token}})
+		a.toBackend(ctx, &messages.BackendRelease{Req: backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token}})
 	}
 	if a.relReply != nil {
 		a.relReply <- messages.ErrClosed
