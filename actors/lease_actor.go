@@ -44,7 +44,7 @@ type holding struct {
 	renewSeq     uint64
 	renewSent    time.Time
 	renewTTL     time.Duration
-	renewReplies []chan<- error      // explicit Renew callers of the renewal in flight
+	renewReplies []chan<- error    // explicit Renew callers of the renewal in flight
 	queued       []*messages.Renew // explicit Renews that arrived during one
 }
 
