@@ -1,0 +1,35 @@
+# The one test command (also what .ci/run calls): make test
+#
+# It makes sure the services the tests talk to are up (starting or installing
+# them when it can), vets, runs every test with the race detector, and builds
+# every example and the bench CLI.
+
+GO ?= go
+
+# Tests that need Redis or PostgreSQL fail, not skip, when they are missing.
+export LEASEHOLD_REQUIRE_SERVICES ?= 1
+
+.PHONY: test services vet unit build fuzz bench
+
+test: services vet unit build
+
+services:
+	.ci/ensure-redis
+	.ci/ensure-postgres
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+build:
+	$(GO) build ./examples/... ./bench
+
+# Not part of `make test`: explore name and option validation for a while.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzValidation -fuzztime 60s .
+
+# Not part of `make test`: the engine's own cost against a mutex-map floor.
+bench:
+	$(GO) test -run '^$$' -bench 'Memory|MutexMap' -count 6 ./bench
