@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -135,5 +134,3 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 func ttlMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
-
-var errReply = errors.New("unexpected reply from script")

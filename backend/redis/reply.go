@@ -1,12 +1,17 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
 )
+
+// errReply marks a script reply of the wrong shape: a different script under
+// the same SHA, or a proxy mangling replies.
+var errReply = errors.New("unexpected reply from script")
 
 // parseAcquire reads {1, token, expires_ms} or {0, holder, holder_expires_ms}.
 func parseAcquire(reply any) (backend.Grant, error) {
