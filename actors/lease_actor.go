@@ -39,6 +39,7 @@ type holding struct {
 	renewEvery time.Duration
 	auto       bool
 	deadline   time.Time // local, monotonic: lost if no renewal is confirmed by then
+	nextRenew  time.Time // zero: no renewal due (none automatic, or one in flight)
 
 	renewing     bool
 	renewSeq     uint64
@@ -85,8 +86,7 @@ type leaseActor struct {
 	acqSent   time.Time
 	relReply  chan<- error
 	polling   bool // the head waiter waits for a retry tick or a release notice
-	renewT    timer
-	deadlineT timer
+	holdT     timer // the holding's renewals and local deadline
 	retryT    timer
 
 	// An Immediate backend (memory) is called right here rather than through
@@ -163,13 +163,10 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 		a.onRenewResult(ctx, m)
 	case *messages.ReleaseResult:
 		a.onReleaseResult(m)
-	case *messages.RenewTick:
-		if a.cur != nil && m.Gen == a.renewT.gen && !a.cur.renewing {
-			a.startRenew(ctx, a.cur.ttl, nil)
-		}
-	case *messages.DeadlineTick:
-		if a.cur != nil && m.Gen == a.deadlineT.gen {
-			a.onDeadline(ctx)
+	case *messages.HoldTick:
+		if a.cur != nil && m.Gen == a.holdT.gen {
+			a.holdT.gen = 0
+			a.onHoldTick(ctx)
 		}
 	case *messages.RetryTick:
 		if m.Gen == a.retryT.gen {
@@ -317,10 +314,10 @@ func (a *leaseActor) hold(ctx actor.Context, m *messages.Acquire, g backend.Gran
 	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, m.Metadata, g.Token, g.ExpiresAt)
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acqSent, m.TTL)}
 	a.cfg.Held.add(h)
-	a.armDeadline()
 	if a.cur.auto {
-		a.arm(&a.renewT, a.cur.renewEvery, func(g uint64) any { return &messages.RenewTick{Gen: g} })
+		a.cur.nextRenew = time.Now().Add(spread(a.cur.renewEvery))
 	}
+	a.armHold()
 	m.Reply <- messages.AcquireReply{Holding: h}
 }
 
@@ -426,10 +423,10 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
 		c.deadline = localDeadline(c.renewSent, c.renewTTL)
-		a.armDeadline()
 		if c.auto {
-			a.arm(&a.renewT, renewDelay(c.renewEvery, c.ttl, c.renewTTL), func(g uint64) any { return &messages.RenewTick{Gen: g} })
+			c.nextRenew = time.Now().Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL)))
 		}
+		a.armHold()
 		sendAll(replies, nil)
 	case errors.Is(r.Err, backend.ErrNotHeld):
 		err := a.lose(ctx, messages.ReasonRejected, r.Err)
@@ -440,7 +437,8 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
 			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
 		if c.auto {
-			a.arm(&a.renewT, renewRetryDelay(time.Until(c.deadline)), func(g uint64) any { return &messages.RenewTick{Gen: g} })
+			c.nextRenew = time.Now().Add(renewRetryDelay(time.Until(c.deadline)))
+			a.armHold()
 		}
 	}
 	if q := c.queued; len(q) > 0 {
@@ -457,16 +455,34 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
 	}
 }
 
-func (a *leaseActor) onDeadline(ctx actor.Context) {
-	if left := time.Until(a.cur.deadline); left > 0 {
-		a.armDeadline() // the deadline moved after this tick was armed
+// onHoldTick loses the holding at its local deadline, and otherwise starts
+// the renewal that is due.
+func (a *leaseActor) onHoldTick(ctx actor.Context) {
+	c, now := a.cur, time.Now()
+	if !now.Before(c.deadline) {
+		a.lose(ctx, messages.ReasonExpired, errors.New("no renewal confirmed before the local deadline"))
 		return
 	}
-	a.lose(ctx, messages.ReasonExpired, errors.New("no renewal confirmed before the local deadline"))
+	if !c.nextRenew.IsZero() && !now.Before(c.nextRenew) {
+		c.nextRenew = time.Time{}
+		if !c.renewing { // else the renewal in flight schedules the next
+			a.startRenew(ctx, c.ttl, nil)
+		}
+	}
+	a.armHold()
 }
 
-func (a *leaseActor) armDeadline() {
-	a.arm(&a.deadlineT, time.Until(a.cur.deadline), func(g uint64) any { return &messages.DeadlineTick{Gen: g} })
+// armHold arms the holding's one timer for its next event.
+func (a *leaseActor) armHold() {
+	c := a.cur
+	if c == nil {
+		return
+	}
+	at := c.deadline
+	if !c.nextRenew.IsZero() && c.nextRenew.Before(at) {
+		at = c.nextRenew
+	}
+	a.arm(&a.holdT, time.Until(at), func(g uint64) any { return &messages.HoldTick{Gen: g} })
 }
 
 // lose ends the current holding as lost, tells the subscribers, and releases
@@ -487,8 +503,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 func (a *leaseActor) end(err error, lost bool) {
 	c := a.cur
 	a.cur = nil
-	a.renewT.stop()
-	a.deadlineT.stop()
+	a.holdT.stop()
 	c.h.End(err, lost)
 	a.cfg.Held.remove(c.h)
 	sendAll(c.renewReplies, err)
@@ -565,8 +580,7 @@ func closedReleased(h *messages.Holding) error {
 // holding, so no caller waits forever and no handle claims a key it no longer
 // renews.
 func (a *leaseActor) onStopping(ctx actor.Context) {
-	a.renewT.stop()
-	a.deadlineT.stop()
+	a.holdT.stop()
 	a.retryT.stop()
 	for _, w := range a.waiters {
 		if w.timer != nil {

@@ -29,11 +29,17 @@ type registry struct {
 	cfg      *Config
 	props    func(producer actor.Producer) *actor.Props
 	children map[string]*child
-	byID     map[string]string // child PID id → key
 	idle     map[string]*child
+	stopping map[string]struct{} // ids of idle children stopped, until Terminated
 	backend  *actor.PID
 	hub      *actor.PID
 	stopped  chan struct{}
+
+	// leaseProps is shared by every lease actor (Props per actor cost a
+	// tenth of a held lease's memory); its producer, which protoactor calls
+	// synchronously inside Spawn, takes the key from spawning.
+	leaseProps *actor.Props
+	spawning   string
 
 	timers *scheduler.TimerScheduler
 	sweeps uint64 // sweeps done
@@ -63,7 +69,7 @@ func Start(root *actor.RootContext, cfg *Config) *Engine {
 	}
 	pid := root.Spawn(props(func() actor.Actor {
 		return &registry{cfg: cfg, props: props, stopped: stopped,
-			children: map[string]*child{}, byID: map[string]string{}, idle: map[string]*child{}}
+			children: map[string]*child{}, idle: map[string]*child{}, stopping: map[string]struct{}{}}
 	}))
 	return &Engine{Registry: pid, Stopped: stopped, pool: p}
 }
@@ -88,6 +94,11 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.timers = scheduler.NewTimerScheduler(root)
 		r.hub = ctx.Spawn(r.props(newHub))
 		r.backend = ctx.Spawn(r.props(func() actor.Actor { return newBackendActor(r.cfg, self, root) }))
+		// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
+		// a lease actor sees a few messages per renewal period, so its lower
+		// peak throughput does not matter.
+		r.leaseProps = r.props(func() actor.Actor { return newLeaseActor(r.cfg, r.spawning, r.backend, r.hub) }).
+			Configure(actor.WithMailbox(actor.UnboundedLockfree()))
 	case *messages.Acquire:
 		if r.closing {
 			m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
@@ -125,6 +136,7 @@ func (r *registry) Receive(ctx actor.Context) {
 		for key, c := range r.idle {
 			if c.idleSweeps+1 < r.sweeps { // idle for a whole sweep period
 				r.drop(key, c)
+				r.stopping[c.pid.Id] = struct{}{}
 				ctx.Stop(c.pid)
 			}
 		}
@@ -146,11 +158,18 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.shutdownWait--
 		r.checkShutdown()
 	case *actor.Terminated:
-		if key, ok := r.byID[m.Who.Id]; ok { // a child stopped on its own (a panic)
-			r.drop(key, r.children[key])
-			if r.closing {
-				r.shutdownWait--
-				r.checkShutdown()
+		if _, ok := r.stopping[m.Who.Id]; ok { // an idle child we stopped
+			delete(r.stopping, m.Who.Id)
+			return
+		}
+		for key, c := range r.children {
+			if c.pid.Equal(m.Who) { // a child stopped on its own (a panic); rare, so a scan will do
+				r.drop(key, c)
+				if r.closing {
+					r.shutdownWait--
+					r.checkShutdown()
+				}
+				break
 			}
 		}
 	case *actor.Stopping:
@@ -168,12 +187,9 @@ func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) b
 		if !spawn {
 			return false
 		}
-		backendPID, hubPID := r.backend, r.hub
-		c = &child{pid: ctx.Spawn(r.props(func() actor.Actor {
-			return newLeaseActor(r.cfg, key, backendPID, hubPID)
-		}))}
+		r.spawning = key
+		c = &child{pid: ctx.Spawn(r.leaseProps)}
 		r.children[key] = c
-		r.byID[c.pid.Id] = key
 	}
 	c.sent++
 	if c.idle {
@@ -186,7 +202,6 @@ func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) b
 
 func (r *registry) drop(key string, c *child) {
 	delete(r.children, key)
-	delete(r.byID, c.pid.Id)
 	delete(r.idle, key)
 }
 

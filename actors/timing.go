@@ -27,6 +27,15 @@ func renewDelay(renewEvery, acquireTTL, ttl time.Duration) time.Duration {
 	return time.Duration(float64(renewEvery) * float64(ttl) / float64(acquireTTL))
 }
 
+// spread shortens a renewal period by up to a tenth at random, so that leases
+// acquired together do not all renew in the same millisecond.
+func spread(d time.Duration) time.Duration {
+	if d < 10 {
+		return d
+	}
+	return d - rand.N(d/10)
+}
+
 // renewRetryDelay is the pause before retrying an unconfirmed renewal: a
 // quarter of the time left, at most a second, so several tries fit before the
 // deadline.

@@ -16,29 +16,48 @@ type Holding struct {
 	Token    uint64
 	Metadata string
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	lost   chan struct{}
-
+	// The context and the Lost channel are made on first use: many
+	// holdings are never asked for them, and they are a large part of a
+	// holding's memory.
 	mu        sync.Mutex
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	lost      chan struct{}
+	isLost    bool
 	expiresAt time.Time
 	err       error
 }
 
 // NewHolding starts a holding that lasts until End.
 func NewHolding(name, key, owner, metadata string, token uint64, expiresAt time.Time) *Holding {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Holding{
-		Name: name, Key: key, Owner: owner, Token: token, Metadata: metadata,
-		ctx: ctx, cancel: cancel, lost: make(chan struct{}), expiresAt: expiresAt,
-	}
+	return &Holding{Name: name, Key: key, Owner: owner, Token: token, Metadata: metadata, expiresAt: expiresAt}
 }
 
 // Context is done when the holding ends; its cause is the error of Err.
-func (h *Holding) Context() context.Context { return h.ctx }
+func (h *Holding) Context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		if h.err != nil {
+			h.cancel(h.err)
+		}
+	}
+	return h.ctx
+}
 
 // Lost is closed when the holding is lost (never on release).
-func (h *Holding) Lost() <-chan struct{} { return h.lost }
+func (h *Holding) Lost() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		h.lost = make(chan struct{})
+		if h.isLost {
+			close(h.lost)
+		}
+	}
+	return h.lost
+}
 
 // ExpiresAt is the backend's expiry of the last confirmed acquire or renewal.
 func (h *Holding) ExpiresAt() time.Time {
@@ -65,15 +84,16 @@ func (h *Holding) Err() error {
 // first call counts; it reports whether it was the first.
 func (h *Holding) End(err error, lost bool) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.err != nil {
-		h.mu.Unlock()
 		return false
 	}
-	h.err = err
-	h.mu.Unlock()
+	h.err, h.isLost = err, lost
 	// Cancel first: whoever sees Lost closed also sees the context's cause.
-	h.cancel(err)
-	if lost {
+	if h.cancel != nil {
+		h.cancel(err)
+	}
+	if lost && h.lost != nil {
 		close(h.lost)
 	}
 	return true

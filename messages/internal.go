@@ -31,8 +31,9 @@ type ReleaseNotice struct{ Key string }
 // Lease actor → itself. Gen matches the timer's generation; a tick from a
 // cancelled or re-armed timer carries an old generation and is ignored.
 
-type RenewTick struct{ Gen uint64 }
-type DeadlineTick struct{ Gen uint64 }
+// HoldTick: one timer per holding, armed for the earlier of the next
+// renewal and the local deadline.
+type HoldTick struct{ Gen uint64 }
 type RetryTick struct{ Gen uint64 }
 type WaitTimeout struct{ Ticket *Ticket }
 
@@ -92,8 +93,7 @@ type Publish struct{ Event Lost }
 func (*Idle) IgnoreDeadLetterLogging()           {}
 func (*ShutdownDone) IgnoreDeadLetterLogging()   {}
 func (*ReleaseNotice) IgnoreDeadLetterLogging()  {}
-func (*RenewTick) IgnoreDeadLetterLogging()      {}
-func (*DeadlineTick) IgnoreDeadLetterLogging()   {}
+func (*HoldTick) IgnoreDeadLetterLogging()       {}
 func (*RetryTick) IgnoreDeadLetterLogging()      {}
 func (*WaitTimeout) IgnoreDeadLetterLogging()    {}
 func (*SweepTick) IgnoreDeadLetterLogging()      {}
