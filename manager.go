@@ -77,6 +77,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	}
 	m.engine = actors.Start(m.system.Root, &actors.Config{
 		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held,
+		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay,
 	})
 	m.registry, m.stopped = m.engine.Registry, m.engine.Stopped
 	return m, nil

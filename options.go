@@ -18,6 +18,8 @@ type managerConfig struct {
 	prefix     string
 	normalizer func(string) (string, error)
 	system     *actor.ActorSystem
+	batchSize  int
+	batchDelay time.Duration
 	err        error
 }
 
@@ -71,6 +73,20 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 			c.fail(fmt.Errorf("%w: WithActorSystem(nil)", ErrInvalidOption))
 		}
 		c.system = sys
+	}
+}
+
+// WithRenewBatching sets how renewals are coalesced for backends that renew
+// in batches (Redis, PostgreSQL, SQL Server): at most size renewals per round
+// trip, and a renewal waits at most delay (and at most a tenth of its lease's
+// renewal period) for others to join. Defaults: 500 and 10ms. A size of 1
+// turns batching off.
+func WithRenewBatching(size int, delay time.Duration) Option {
+	return func(c *managerConfig) {
+		if size < 1 || delay < 0 {
+			c.fail(fmt.Errorf("%w: WithRenewBatching(%d, %v): size must be at least 1 and delay not negative", ErrInvalidOption, size, delay))
+		}
+		c.batchSize, c.batchDelay = size, delay
 	}
 }
 

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ type backendActor struct {
 	cancel context.CancelFunc
 	sem    chan struct{}
 	wg     sync.WaitGroup
+
+	batch *renewBatcher // nil unless the backend renews in batches
 }
 
 func newBackendActor(cfg *Config, registry *actor.PID, root *actor.RootContext) actor.Actor {
@@ -37,30 +40,53 @@ func newBackendActor(cfg *Config, registry *actor.PID, root *actor.RootContext) 
 		n = 256
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &backendActor{cfg: cfg, registry: registry, root: root, inline: inline,
+	a := &backendActor{cfg: cfg, registry: registry, root: root, inline: inline,
 		base: base, cancel: cancel, sem: make(chan struct{}, n)}
+	if br, ok := cfg.Backend.(backend.BatchRenewer); ok && !inline {
+		a.batch = newRenewBatcher(br, cfg.RenewBatchSize, cfg.RenewBatchDelay)
+	}
+	return a
 }
 
 func (a *backendActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.batch != nil {
+			a.batch.start(ctx, a.root)
+		}
 		if w, ok := a.cfg.Backend.(backend.ReleaseWatcher); ok {
+			a.cfg.notifications.Store(true)
 			a.wg.Go(func() {
 				err := w.WatchReleases(a.base, func(key string) {
 					a.root.Send(a.registry, &messages.ReleaseNotice{Key: key})
 				})
-				if err != nil && a.base.Err() == nil {
-					a.cfg.Logger.Warn("leasehold: release notifications stopped", "err", err)
+				a.cfg.notifications.Store(false)
+				switch {
+				case a.base.Err() != nil:
+				case errors.Is(err, errors.ErrUnsupported): // switched off: waiters poll
+				default:
+					a.cfg.Logger.Warn("leasehold: release notifications stopped; waiters poll", "err", err)
 				}
 			})
 		}
 	case *messages.BackendAcquire:
 		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
 	case *messages.BackendRenew:
+		if a.batch != nil {
+			a.batch.add(ctx, m, a.flush)
+			return
+		}
 		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
+	case *messages.FlushTick:
+		if a.batch != nil {
+			a.batch.tick(ctx, m, a.flush)
+		}
 	case *messages.BackendRelease:
 		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
 	case *actor.Stopping:
+		if a.batch != nil {
+			a.batch.stop()
+		}
 		a.cancel()
 		a.wg.Wait()
 	}

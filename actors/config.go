@@ -2,6 +2,8 @@ package actors
 
 import (
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/leasehold/leasehold/backend"
 )
@@ -15,4 +17,19 @@ type Config struct {
 	Held    *HeldSet
 	// MaxInFlight bounds concurrent backend calls (default 256).
 	MaxInFlight int
+	// RenewBatchSize and RenewBatchDelay bound how many renewals one round
+	// trip carries and how long a renewal may wait to join one, for
+	// backends that implement backend.BatchRenewer.
+	RenewBatchSize  int
+	RenewBatchDelay time.Duration
+
+	// notifications is true while the backend announces releases; waiters
+	// poll less often then.
+	notifications atomic.Bool
 }
+
+// Defaults of the batching options.
+const (
+	DefaultRenewBatchSize  = 500
+	DefaultRenewBatchDelay = 10 * time.Millisecond
+)

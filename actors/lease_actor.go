@@ -73,21 +73,21 @@ type leaseActor struct {
 	timers  *scheduler.TimerScheduler
 	gen     uint64
 
-	handled   uint64 // commands received from the registry
-	idleAt    uint64 // handled when Idle was last reported
-	idleSent  bool
-	shutdown  bool
-	doneSent  bool
-	notified  bool // the backend announces releases
-	cur       *holding
-	waiters   []*waiter
-	op        op
-	seq       uint64
-	acqSent   time.Time
-	relReply  chan<- error
-	polling   bool // the head waiter waits for a retry tick or a release notice
-	holdT     timer // the holding's renewals and local deadline
-	retryT    timer
+	handled  uint64 // commands received from the registry
+	idleAt   uint64 // handled when Idle was last reported
+	idleSent bool
+	shutdown bool
+	doneSent bool
+	notified bool // the backend announces releases
+	cur      *holding
+	waiters  []*waiter
+	op       op
+	seq      uint64
+	acqSent  time.Time
+	relReply chan<- error
+	polling  bool  // the head waiter waits for a retry tick or a release notice
+	holdT    timer // the holding's renewals and local deadline
+	retryT   timer
 
 	// An Immediate backend (memory) is called right here rather than through
 	// the backend actor, saving two message hops per call; its results queue
@@ -98,9 +98,8 @@ type leaseActor struct {
 }
 
 func newLeaseActor(cfg *Config, key string, backendPID, hubPID *actor.PID) actor.Actor {
-	_, notified := cfg.Backend.(backend.ReleaseWatcher)
 	_, immediate := cfg.Backend.(backend.Immediate)
-	return &leaseActor{cfg: cfg, key: key, backend: backendPID, hub: hubPID, notified: notified, immediate: immediate}
+	return &leaseActor{cfg: cfg, key: key, backend: backendPID, hub: hubPID, immediate: immediate}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
@@ -278,7 +277,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 			return
 		}
 		a.polling = true
-		a.arm(&a.retryT, pollDelay(w.attempts, a.notified, r.Grant.HolderExpiresAt), func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.arm(&a.retryT, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresAt), func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:
@@ -407,6 +406,7 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 		Seq:      a.seq,
 		Req:      backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token, TTL: ttl},
 		Deadline: c.deadline,
+		MaxDelay: renewBatchWait(c.renewEvery, replies),
 		ReplyTo:  a.self,
 	})
 }

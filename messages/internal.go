@@ -41,6 +41,9 @@ type WaitTimeout struct{ Ticket *Ticket }
 // the last sweep.
 type SweepTick struct{ Gen uint64 }
 
+// Backend actor → itself: time to send the renewals waiting for a batch.
+type FlushTick struct{ Gen uint64 }
+
 // Lease actor → backend actor. Seq is echoed in the result so the lease actor
 // can match it. Ctx bounds the call (the backend actor also cancels it when it
 // stops).
@@ -56,6 +59,8 @@ type BackendRenew struct {
 	Seq      uint64
 	Req      backend.RenewRequest
 	Deadline time.Time // the lease's local deadline: an answer after it is useless
+	// MaxDelay is how long the renewal may wait to join a batch.
+	MaxDelay time.Duration
 	ReplyTo  *actor.PID
 }
 
@@ -99,6 +104,7 @@ func (*WaitTimeout) IgnoreDeadLetterLogging()    {}
 func (*SweepTick) IgnoreDeadLetterLogging()      {}
 func (*BackendAcquire) IgnoreDeadLetterLogging() {}
 func (*BackendRenew) IgnoreDeadLetterLogging()   {}
+func (*FlushTick) IgnoreDeadLetterLogging()      {}
 func (*BackendRelease) IgnoreDeadLetterLogging() {}
 func (*AcquireResult) IgnoreDeadLetterLogging()  {}
 func (*RenewResult) IgnoreDeadLetterLogging()    {}

@@ -19,6 +19,8 @@ type Faulty struct {
 	B backend.Backend
 
 	Acquires, Renews, Releases atomic.Int64
+	// RenewBatches counts RenewBatch calls (their renewals count in Renews).
+	RenewBatches atomic.Int64
 
 	// FailRenew makes Renew fail (as if the backend were unreachable).
 	FailRenew atomic.Bool
@@ -36,7 +38,9 @@ type Faulty struct {
 }
 
 // Wrap returns a Faulty around b, and the Backend to give to a Manager (the
-// same Faulty, plus b's ReleaseWatcher when b has one).
+// same Faulty, plus b's ReleaseWatcher when b has one). A Faulty always renews
+// in batches (b's own RenewBatch, or one Renew after another), so the engine's
+// batching runs on every backend under test.
 func Wrap(b backend.Backend) (*Faulty, backend.Backend) {
 	f := &Faulty{B: b}
 	if w, ok := b.(backend.ReleaseWatcher); ok {
@@ -78,6 +82,24 @@ func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gra
 		return backend.Grant{}, ErrInjected
 	}
 	return f.B.Renew(ctx, r)
+}
+
+// RenewBatch renews rs through b's RenewBatch when it has one; FailRenew fails
+// the batch as a whole.
+func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	f.RenewBatches.Add(1)
+	f.Renews.Add(int64(len(rs)))
+	if f.FailRenew.Load() {
+		return nil, ErrInjected
+	}
+	if br, ok := f.B.(backend.BatchRenewer); ok {
+		return br.RenewBatch(ctx, rs)
+	}
+	out := make([]backend.RenewResult, len(rs))
+	for i, r := range rs {
+		out[i].Grant, out[i].Err = f.B.Renew(ctx, r)
+	}
+	return out, nil
 }
 
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {

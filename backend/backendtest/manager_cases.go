@@ -45,6 +45,9 @@ func (s *suite) managerCases() []testCase {
 		{"DoReportsLoss", s.mDoLost},
 		{"HeldAndMetadata", s.mHeld},
 		{"CloseReleasesEverything", s.mClose},
+		{"BatchedRenewalsMixedResults", s.mBatchMixed},
+		{"BatchFailureFailsClosedPerLease", s.mBatchFailure},
+		{"NoRenewalStarvesWhenBatchesAreFull", s.mBatchStarvation},
 	}
 }
 
@@ -748,5 +751,93 @@ func (s *suite) mClose(t *testing.T) {
 	}
 	if err := m.Close(ctxT(t)); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+}
+
+// mBatchMixed: renewals batched together get their own results: the leases
+// taken away behind the Manager's back are lost as rejected, the rest stay.
+func (s *suite) mBatchMixed(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	sub := m.Subscribe(32)
+	const n, stolen = 20, 5
+	var ls []*leasehold.Lease
+	for i := range n {
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*shortTTL)))
+	}
+	ctx := ctxT(t)
+	for _, l := range ls[:stolen] {
+		key := p.prefix + l.Name()
+		if err := p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o1", Token: l.Token()}); err != nil {
+			t.Fatal(err)
+		}
+		if g, err := p.raw.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "thief", TTL: time.Minute}); err != nil || !g.Acquired {
+			t.Fatalf("thief: %+v, %v", g, err)
+		}
+	}
+	for _, l := range ls[:stolen] {
+		waitClosed(t, "loss of a stolen lease", l.Lost(), patience)
+		if !errors.Is(l.Err(), backend.ErrNotHeld) {
+			t.Errorf("%s: %v, want rejected (ErrNotHeld)", l.Name(), l.Err())
+		}
+	}
+	for range stolen {
+		if ev := <-sub.Events(); ev.Reason != leasehold.ReasonRejected {
+			t.Errorf("event %+v, want ReasonRejected", ev)
+		}
+	}
+	time.Sleep(2 * shortTTL) // more renewal rounds for the rest
+	for _, l := range ls[stolen:] {
+		if err := l.Err(); err != nil {
+			t.Errorf("%s lost with its batch: %v", l.Name(), err)
+		}
+	}
+	if p.f.RenewBatches.Load() == 0 {
+		t.Error("no renewal went through a batch")
+	}
+}
+
+// mBatchFailure: a failed batch fails closed for each lease by its own local
+// deadline, not earlier and not later.
+func (s *suite) mBatchFailure(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	ttls := []time.Duration{shortTTL, 2 * shortTTL, 4 * shortTTL}
+	var ls []*leasehold.Lease
+	var starts []time.Time
+	for i, ttl := range ttls {
+		starts = append(starts, time.Now())
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(ttl)))
+	}
+	p.f.FailRenew.Store(true)
+	for i, l := range ls {
+		waitClosed(t, "loss", l.Lost(), patience)
+		lostAfter := time.Since(starts[i])
+		if lostAfter > ttls[i]+500*time.Millisecond {
+			t.Errorf("%s (TTL %v) lost only after %v", l.Name(), ttls[i], lostAfter)
+		}
+		if i+1 < len(ls) && ls[i+1].Err() != nil && time.Since(starts[i+1]) < ttls[i+1]/2 {
+			t.Errorf("%s lost long before its deadline", ls[i+1].Name())
+		}
+	}
+}
+
+// mBatchStarvation: with tiny batches, every lease still gets renewed.
+func (s *suite) mBatchStarvation(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1", leasehold.WithRenewBatching(4, 5*time.Millisecond))
+	var ls []*leasehold.Lease
+	for i := range 100 {
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(3*shortTTL)))
+	}
+	time.Sleep(9 * shortTTL)
+	lost := 0
+	for _, l := range ls {
+		if l.Err() != nil {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d leases starved", lost, len(ls))
 	}
 }

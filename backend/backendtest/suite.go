@@ -40,7 +40,7 @@ type suite struct {
 
 // Generous bounds: the suite runs under -race on small, shared machines.
 const (
-	shortTTL = 300 * time.Millisecond
+	shortTTL = 500 * time.Millisecond
 	patience = 5 * time.Second
 )
 
