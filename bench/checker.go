@@ -1,0 +1,97 @@
+package main
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// overlap is two holdings of one name that both believed they held it at
+// once: a safety violation.
+type overlap struct {
+	Key                int
+	WorkerA, WorkerB   int
+	TokenA, TokenB     uint64
+	Overlap            time.Duration
+	LostA, LostB       bool
+	StartA, StartB, At int64 `json:"-"`
+}
+
+// safety is the checker's verdict on one run.
+type safety struct {
+	Overlaps        int              // pairs of holdings that overlapped
+	OverlapSamples  []overlap        // the first few
+	Rejections      int              // fencing writes refused by the shared record
+	RejectSamples   []fenceRejection // the first few
+	FencedHoldings  int              // holdings with at least one refused write
+	HoldingsChecked int
+}
+
+// maxSamples bounds the violations a report lists one by one.
+const maxSamples = 10
+
+// checkSafety looks for overlapping intervals per name. Intervals are sorted
+// by start; each is compared with the one reaching furthest so far, so every
+// holding that began before an earlier one ended is reported.
+func checkSafety(ivs []interval, rejections []fenceRejection) safety {
+	s := safety{HoldingsChecked: len(ivs), Rejections: len(rejections)}
+	for _, r := range rejections {
+		if len(s.RejectSamples) < maxSamples {
+			s.RejectSamples = append(s.RejectSamples, r)
+		}
+	}
+	for _, iv := range ivs {
+		if iv.Fenced > 0 {
+			s.FencedHoldings++
+		}
+	}
+	for _, byKey := range groupByKey(ivs) {
+		var far *interval
+		for i := range byKey {
+			iv := &byKey[i]
+			if far != nil && iv.Start < far.End {
+				s.Overlaps++
+				if len(s.OverlapSamples) < maxSamples {
+					s.OverlapSamples = append(s.OverlapSamples, overlap{
+						Key: iv.Key, WorkerA: far.Worker, WorkerB: iv.Worker, TokenA: far.Token, TokenB: iv.Token,
+						Overlap: time.Duration(min(far.End, iv.End) - iv.Start), LostA: far.Lost, LostB: iv.Lost,
+						StartA: far.Start, StartB: iv.Start, At: iv.Start,
+					})
+				}
+			}
+			if far == nil || iv.End > far.End {
+				far = iv
+			}
+		}
+	}
+	return s
+}
+
+// groupByKey splits intervals by name, each group sorted by start.
+func groupByKey(ivs []interval) map[int][]interval {
+	g := map[int][]interval{}
+	for _, iv := range ivs {
+		g[iv.Key] = append(g[iv.Key], iv)
+	}
+	for _, v := range g {
+		slices.SortFunc(v, func(a, b interval) int { return cmp.Compare(a.Start, b.Start) })
+	}
+	return g
+}
+
+// handOffs are the gaps between one holder's last act and the grant of the
+// next holder of the same name, counted only when that next holder was
+// already waiting (its acquire began before the previous holding ended);
+// otherwise the name was simply idle.
+func handOffs(ivs []interval) []time.Duration {
+	var out []time.Duration
+	for _, byKey := range groupByKey(ivs) {
+		for i := 1; i < len(byKey); i++ {
+			prev, next := byKey[i-1], byKey[i]
+			if next.Call <= prev.End && next.Start >= prev.End {
+				out = append(out, time.Duration(next.Start-prev.End))
+			}
+		}
+	}
+	return out
+}

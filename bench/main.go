@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "-worker" {
+		// A worker ignores ^C: the parent decides when it ends.
+		signal.Ignore(syscall.SIGINT)
+		if err := runWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench worker:", err)
+			os.Exit(2)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitUnsafe = 1 // leasehold (or the unsafe lock) showed overlapping holdings
+	exitError  = 2 // bad flags, unreachable service, failed run
+)
+
+// cliFlags are the parsed command line.
+type cliFlags struct {
+	base      runConfig
+	locks     []string
+	procs     []int
+	format    string
+	reportDir string
+	chaos     []string
+	inProcess bool
+	quiet     bool
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseFlags reads the command line; defaults run leasehold on the memory
+// backend in one worker process.
+func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &cliFlags{}
+	c := &f.base
+	fs.StringVar(&c.Backend, "backend", backendMemory, "store: memory, redis, postgres or sqlserver")
+	fs.StringVar(&c.RedisAddr, "redis", envOr("LEASEHOLD_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (default $LEASEHOLD_REDIS_ADDR or 127.0.0.1:6379)")
+	fs.StringVar(&c.PostgresDSN, "postgres", envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN (default $LEASEHOLD_POSTGRES_DSN or the local test database)")
+	fs.StringVar(&c.SQLServerDSN, "sqlserver", os.Getenv("LEASEHOLD_SQLSERVER_DSN"), "SQL Server DSN (default $LEASEHOLD_SQLSERVER_DSN)")
+	locks := fs.String("locks", "", "comma-separated contenders: leasehold, redislock, redsync, unsafe (default: leasehold and every peer the backend has)")
+	procs := fs.String("procs", "1", "worker processes; a comma-separated list sweeps the number of contenders")
+	fs.IntVar(&c.Goroutines, "goroutines", 4, "contending goroutines per process")
+	fs.IntVar(&c.Keys, "keys", 1, "number of lease names")
+	fs.StringVar(&c.Dist, "dist", "hot", "which name each acquisition goes for: hot (name 0 only), uniform or zipf")
+	fs.Float64Var(&c.ZipfS, "zipf-s", 1.2, "zipf exponent (> 1)")
+	fs.DurationVar(&c.Hold, "hold", time.Millisecond, "how long a holder keeps a name")
+	fs.DurationVar(&c.TTL, "ttl", 5*time.Second, "lease TTL")
+	wait := fs.String("wait", "forever", `how long one acquire waits: "forever" (until the run ends) or a duration (then it counts as not acquired and tries again)`)
+	fs.DurationVar(&c.PeerPoll, "peer-poll", 0, "retry interval of the polling peers (default 0: each library's documented setting, redislock 100ms, redsync 50-250ms)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each run")
+	fs.StringVar(&f.format, "format", "table", "output: table, json or csv")
+	fs.StringVar(&f.reportDir, "report", "", "directory for results.json and the charts (none by default)")
+	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server), cut (connections), pause (SIGSTOP a holder for 1.5×TTL)")
+	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause chaos)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", errConfig, fs.Arg(0))
+	}
+	switch *wait {
+	case "forever":
+		c.Wait = waitForever
+	default:
+		d, err := time.ParseDuration(*wait)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%w: -wait %q", errConfig, *wait)
+		}
+		c.Wait = d
+	}
+	for _, p := range splitList(*procs) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: -procs %q", errConfig, *procs)
+		}
+		f.procs = append(f.procs, n)
+	}
+	f.locks = splitList(*locks)
+	if len(f.locks) == 0 {
+		f.locks = []string{lockLeasehold}
+		if c.Backend == backendRedis {
+			f.locks = append(f.locks, lockRedislock, lockRedsync)
+		}
+	}
+	f.chaos = splitList(*chaos)
+	for _, a := range f.chaos {
+		if a != chaosRestart && a != chaosCut && a != chaosPause {
+			return nil, fmt.Errorf("%w: unknown chaos %q", errConfig, a)
+		}
+	}
+	switch f.format {
+	case "table", "json", "csv":
+	default:
+		return nil, fmt.Errorf("%w: -format %q", errConfig, f.format)
+	}
+	return f, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// run is the CLI: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return exitError
+	}
+	results, err := runAll(ctx, f, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return exitError
+	}
+	if err := writeResults(stdout, f.format, results); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return exitError
+	}
+	if f.reportDir != "" {
+		if err := writeReport(f.reportDir, results); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+	}
+	for _, r := range results {
+		if r.failed() {
+			fmt.Fprintf(stderr, "bench: %v: %s with %d contenders had %d overlapping holdings\n", errUnsafe, r.Lock, r.Contenders, r.Safety.Overlaps)
+			return exitUnsafe
+		}
+	}
+	return exitOK
+}
+
+// runAll runs every lock at every number of processes, chaos included.
+func runAll(ctx context.Context, f *cliFlags, stderr io.Writer) ([]*runResult, error) {
+	o := runOptions{launcher: execLauncher{}}
+	if f.inProcess {
+		o.launcher = inProcessLauncher{}
+	}
+	if !f.quiet {
+		o.progress = stderr
+	}
+	base := f.base
+	if len(f.chaos) > 0 {
+		plan, cleanup, err := setUpChaos(ctx, f, &base)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		o.chaos = plan
+	}
+	var out []*runResult
+	for _, procs := range f.procs {
+		for _, lock := range f.locks {
+			cfg := base
+			cfg.Lock, cfg.Procs = lock, procs
+			cfg.Prefix = fmt.Sprintf("run%d-%s-%d:", time.Now().UnixNano(), lock, procs)
+			cfg.Seed = uint64(time.Now().UnixNano())
+			r, err := runOne(ctx, cfg, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %d processes: %w", lock, procs, err)
+			}
+			out = append(out, r)
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+		}
+	}
+	return out, nil
+}
+
+// setUpChaos prepares what the chaos actions act on: on redis the bench's own
+// server behind a TCP proxy (the contenders dial the proxy), on PostgreSQL a
+// proxy in front of the server and a pool to terminate the bench's own
+// connections. Leasehold on a restarted Redis gets WithRestartGrace(TTL), the
+// setting its documentation asks for when the server has no persistence.
+func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, func(), error) {
+	plan := &chaosPlan{actions: f.chaos, down: 500 * time.Millisecond}
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	switch c.Backend {
+	case backendRedis:
+		r, err := startOwnRedis(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, r.stop)
+		plan.redis = r
+		p, err := newTCPProxy(r.addr())
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, func() { _ = p.close() })
+		plan.proxy = p
+		c.RedisAddr = p.addr()
+		c.RestartGrace = c.TTL
+	case backendPostgres:
+		pool, err := postgresPool(ctx, runConfig{PostgresDSN: c.PostgresDSN, Goroutines: 1})
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, pool.Close)
+		plan.pg = pool
+	}
+	return plan, cleanup, nil
+}

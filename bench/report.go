@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// baseline finds the leasehold run with the same number of processes as r,
+// to compare a peer against.
+func baseline(all []*runResult, r *runResult) *runResult {
+	for _, b := range all {
+		if b.Lock == lockLeasehold && b.Procs == r.Procs && b.Goroutines == r.Goroutines {
+			return b
+		}
+	}
+	return nil
+}
+
+// ratios compares r with leasehold's run at the same contention: leasehold's
+// throughput over r's and r's median hand-off over leasehold's (so >1 means
+// leasehold is better on both).
+func ratios(all []*runResult, r *runResult) (thr, handoff float64, ok bool) {
+	b := baseline(all, r)
+	if b == nil || b == r || r.PerSecond == 0 || b.HandOff.P50 == 0 {
+		return 0, 0, false
+	}
+	return b.PerSecond / r.PerSecond, r.HandOff.P50 / b.HandOff.P50, true
+}
+
+func writeResults(w io.Writer, format string, rs []*runResult) error {
+	switch format {
+	case "json":
+		return writeJSON(w, rs)
+	case "csv":
+		return writeCSV(w, rs)
+	}
+	return writeTable(w, rs)
+}
+
+// jsonReport is the JSON output and results.json.
+type jsonReport struct {
+	Runs []*runResult
+	// Versus holds each peer's ratios to leasehold at the same contention.
+	Versus []versus
+}
+
+type versus struct {
+	Lock                     string
+	Procs, Goroutines        int
+	LeaseholdThroughputTimes float64 // leasehold's acquisitions/s ÷ the peer's
+	PeerHandOffTimes         float64 // the peer's median hand-off ÷ leasehold's
+}
+
+func report(rs []*runResult) jsonReport {
+	j := jsonReport{Runs: rs}
+	for _, r := range rs {
+		if t, h, ok := ratios(rs, r); ok {
+			j.Versus = append(j.Versus, versus{r.Lock, r.Procs, r.Goroutines, t, h})
+		}
+	}
+	return j
+}
+
+func writeJSON(w io.Writer, rs []*runResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report(rs))
+}
+
+var csvHeader = []string{"lock", "backend", "procs", "goroutines", "keys", "dist", "hold_ms", "ttl_ms", "wait", "seconds",
+	"acquisitions", "per_second", "acquire_p50_ms", "acquire_p90_ms", "acquire_p99_ms", "acquire_max_ms",
+	"handoffs", "handoff_p50_ms", "handoff_p99_ms", "jain", "min_share", "max_share",
+	"wake_notify", "wake_poll", "round_trips_per_acq", "overlaps", "fence_rejections", "failures",
+	"cpu_s", "max_rss_mib", "leasehold_throughput_x", "peer_handoff_x"}
+
+func writeCSV(w io.Writer, rs []*runResult) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write(csvHeader)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	for _, r := range rs {
+		t, h, ok := ratios(rs, r)
+		ts, hs := "", ""
+		if ok {
+			ts, hs = f(t), f(h)
+		}
+		_ = cw.Write([]string{r.Lock, r.Backend, strconv.Itoa(r.Procs), strconv.Itoa(r.Goroutines), strconv.Itoa(r.Keys), r.Dist,
+			f(r.HoldMs), f(r.TTLMs), r.Wait, f(r.Seconds), strconv.Itoa(r.Acquisitions), f(r.PerSecond),
+			f(r.Acquire.P50), f(r.Acquire.P90), f(r.Acquire.P99), f(r.Acquire.Max),
+			strconv.Itoa(r.HandOff.N), f(r.HandOff.P50), f(r.HandOff.P99),
+			f(r.Fairness.Jain), f(r.Fairness.MinShare), f(r.Fairness.MaxShare),
+			strconv.FormatUint(r.Wakeups.Notify, 10), strconv.FormatUint(r.Wakeups.Poll, 10), f(r.RoundTripsPerAcq),
+			strconv.Itoa(r.Safety.Overlaps), strconv.Itoa(r.Safety.Rejections), failureString(r.Failures),
+			f(r.CPUSeconds), f(r.MaxRSSMiB), ts, hs})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func failureString(m map[string]uint64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func writeTable(w io.Writer, rs []*runResult) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	r0 := rs[0]
+	fmt.Fprintf(w, "backend %s, %d name(s) %s, hold %gms, TTL %gms, wait %s, %.0fs per run\n\n",
+		r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.TTLMs, r0.Wait, r0.Seconds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tacquire p50/p90/p99/max ms\thand-off p50/p99 ms\tJain\tshare min/max\twake notify/poll\trt/acq\toverlaps\tfenced\tcpu s\trss MiB\tvs leasehold\t")
+	for _, r := range rs {
+		vs := "baseline"
+		if t, h, ok := ratios(rs, r); ok {
+			vs = fmt.Sprintf("leasehold ×%.2f thr, ×%.1f faster hand-off", t, h)
+		} else if r.Lock != lockLeasehold {
+			vs = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%.2f/%.2f/%.2f/%.1f\t%.3f/%.3f\t%.3f\t%.2f/%.2f\t%d/%d\t%.2f\t%d\t%d\t%.2f\t%.0f\t%s\t\n",
+			r.Lock, r.Procs, r.Goroutines, r.PerSecond, r.Acquire.P50, r.Acquire.P90, r.Acquire.P99, r.Acquire.Max,
+			r.HandOff.P50, r.HandOff.P99, r.Fairness.Jain, r.Fairness.MinShare, r.Fairness.MaxShare,
+			r.Wakeups.Notify, r.Wakeups.Poll, r.RoundTripsPerAcq, r.Safety.Overlaps, r.Safety.Rejections,
+			r.CPUSeconds, r.MaxRSSMiB, vs)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if len(r.Failures) > 0 {
+			fmt.Fprintf(w, "\n%s %d×%d failures and losses: %s", r.Lock, r.Procs, r.Goroutines, failureString(r.Failures))
+		}
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "\n%s %d×%d error: %s", r.Lock, r.Procs, r.Goroutines, e)
+		}
+		for _, c := range r.Chaos {
+			fmt.Fprintf(w, "\n%s %d×%d chaos: %s", r.Lock, r.Procs, r.Goroutines, c)
+		}
+		if r.Safety.Overlaps > 0 {
+			verdict := "FAILURE"
+			if r.Peer {
+				verdict = "finding"
+			}
+			fmt.Fprintf(w, "\n%s %d×%d SAFETY %s: %d overlapping holdings, e.g. %+v", r.Lock, r.Procs, r.Goroutines, verdict, r.Safety.Overlaps, r.Safety.OverlapSamples[0])
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
+}

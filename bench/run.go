@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// runResult is the outcome of one run of one lock, as reported.
+type runResult struct {
+	Lock         string
+	Backend      string
+	Procs        int
+	Goroutines   int
+	Contenders   int
+	Keys         int
+	Dist         string
+	HoldMs       float64
+	TTLMs        float64
+	Wait         string
+	Seconds      float64
+	Acquisitions int
+	PerSecond    float64
+	// PerKeyPerSecond is acquisitions per second of each name (by number),
+	// for the first 16 names.
+	PerKeyPerSecond []float64
+	Acquire         latency // call to grant, ms
+	HandOff         latency // previous holder's release to this grant, ms
+	Fairness        fairness
+	Wakeups         struct{ Notify, Poll, Notifications uint64 }
+	// RoundTripsPerAcq is store calls (acquire, renew, release, and failed
+	// attempts) per successful acquisition.
+	RoundTripsPerAcq float64
+	Failures         map[string]uint64 // failed acquires and losses, by reason
+	Safety           safety
+	CPUSeconds       float64 // all workers, user + system
+	MaxRSSMiB        float64 // the largest worker's peak
+	Errors           []string
+	Chaos            []string // what chaos did, in order
+	// Peer is true for another library (its violations are findings, not a
+	// failure of the run).
+	Peer bool
+}
+
+// failed reports whether this run breaks the safety promise it is held to.
+func (r *runResult) failed() bool { return !r.Peer && r.Safety.Overlaps > 0 }
+
+// runOptions are the parent's settings beyond the workers' configuration.
+type runOptions struct {
+	launcher launcher
+	progress io.Writer // nil: no progress line
+	chaos    *chaosPlan
+}
+
+// runOne runs cfg: it starts cfg.Procs workers, starts them together, lets
+// chaos (if any) act, collects their records and checks them.
+func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "lhbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfg.RecordPath = filepath.Join(dir, "record")
+	if err := createRecord(cfg.RecordPath, cfg.Keys, cfg.Procs); err != nil {
+		return nil, err
+	}
+	rec, err := openRecord(cfg.RecordPath, cfg.Keys, cfg.Procs)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.close()
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var procs []*workerProc
+	defer func() {
+		cancel()
+		for _, p := range procs {
+			_ = p.in.Close()
+			_ = p.wait()
+		}
+	}()
+	for i := range cfg.Procs {
+		p, err := o.launcher.launch(wctx)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+		if err := p.enc.Encode(workerHello{Config: cfg, Proc: i}); err != nil {
+			return nil, fmt.Errorf("worker %d: %w", i, err)
+		}
+	}
+	for i, p := range procs {
+		var m workerMsg
+		if err := p.dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("worker %d did not start: %w", i, err)
+		}
+		if !m.Ready {
+			return nil, fmt.Errorf("worker %d: %s", i, m.Err)
+		}
+	}
+	start := monoNow() + int64(50*time.Millisecond)
+	end := start + int64(cfg.Duration)
+	for i, p := range procs {
+		if err := p.enc.Encode(workerStart{Start: start, End: end}); err != nil {
+			return nil, fmt.Errorf("worker %d: %w", i, err)
+		}
+	}
+	stopSide := make(chan struct{})
+	sideDone := make(chan struct{})
+	var chaosLog []string
+	go func() {
+		defer close(sideDone)
+		pids := make([]int, len(procs))
+		for i, p := range procs {
+			pids[i] = p.pid
+		}
+		if o.chaos != nil {
+			chaosLog = o.chaos.run(stopSide, cfg, rec, pids, start, end)
+		}
+	}()
+	progDone := make(chan struct{})
+	go func() {
+		defer close(progDone)
+		showProgress(o.progress, stopSide, cfg, rec, start, end)
+	}()
+
+	var results []*workerResult
+	for i, p := range procs {
+		var m workerMsg
+		if err := p.dec.Decode(&m); err != nil {
+			close(stopSide)
+			<-sideDone
+			<-progDone
+			return nil, fmt.Errorf("worker %d: %w", i, err)
+		}
+		if m.Result == nil {
+			close(stopSide)
+			<-sideDone
+			<-progDone
+			return nil, fmt.Errorf("worker %d: %s", i, m.Err)
+		}
+		results = append(results, m.Result)
+	}
+	close(stopSide)
+	<-sideDone
+	<-progDone
+	r := analyse(cfg, results, time.Duration(end-start))
+	r.Chaos = chaosLog
+	return r, nil
+}
+
+// showProgress writes a progress line (elapsed time, acquisitions so far)
+// every second until stop is closed.
+func showProgress(w io.Writer, stop <-chan struct{}, cfg runConfig, rec *sharedRecord, start, end int64) {
+	if w == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			fmt.Fprintf(w, "\r\033[K")
+			return
+		case <-t.C:
+			el := time.Duration(max(0, monoNow()-start)).Round(time.Second)
+			fmt.Fprintf(w, "\r\033[K%s %dx%d: %v / %v, %d acquisitions", cfg.Lock, cfg.Procs, cfg.Goroutines,
+				el, time.Duration(end-start), rec.progress())
+		}
+	}
+}
+
+// analyse turns the workers' records into a runResult.
+func analyse(cfg runConfig, results []*workerResult, d time.Duration) *runResult {
+	r := &runResult{
+		Lock: cfg.Lock, Backend: cfg.Backend, Procs: cfg.Procs, Goroutines: cfg.Goroutines, Contenders: cfg.contenders(),
+		Keys: cfg.Keys, Dist: cfg.Dist, HoldMs: ms(cfg.Hold), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
+		Seconds: d.Seconds(), Failures: map[string]uint64{},
+		Peer: cfg.Lock == lockRedislock || cfg.Lock == lockRedsync,
+	}
+	var ivs []interval
+	var rejections []fenceRejection
+	var counts lockCounts
+	for _, w := range results {
+		ivs = append(ivs, w.Intervals...)
+		rejections = append(rejections, w.Rejections...)
+		counts.add(w.Counts)
+		for k, v := range w.Failures {
+			r.Failures[k] += v
+		}
+		for k, v := range w.Counts.Losses {
+			r.Failures[k] += v
+		}
+		r.Errors = append(r.Errors, w.Errors...)
+		r.CPUSeconds += w.CPU.Seconds()
+		r.MaxRSSMiB = max(r.MaxRSSMiB, float64(w.MaxRSS)/(1<<20))
+	}
+	r.Acquisitions = len(ivs)
+	r.PerSecond = float64(len(ivs)) / d.Seconds()
+	perKey := make([]float64, min(cfg.Keys, 16))
+	perWorker := make([]float64, cfg.contenders())
+	acq := make([]time.Duration, 0, len(ivs))
+	for _, iv := range ivs {
+		if iv.Key < len(perKey) {
+			perKey[iv.Key]++
+		}
+		perWorker[iv.Worker]++
+		acq = append(acq, time.Duration(iv.Start-iv.Call))
+	}
+	for i := range perKey {
+		perKey[i] /= d.Seconds()
+	}
+	r.PerKeyPerSecond = perKey
+	r.Acquire = summarise(acq)
+	r.HandOff = summarise(handOffs(ivs))
+	r.Fairness = jain(perWorker)
+	r.Wakeups.Notify, r.Wakeups.Poll, r.Wakeups.Notifications = counts.NotifyWakes, counts.PollWakes, counts.Notifications
+	if len(ivs) > 0 {
+		r.RoundTripsPerAcq = float64(counts.RoundTrips) / float64(len(ivs))
+	}
+	r.Safety = checkSafety(ivs, rejections)
+	slices.Sort(r.Errors)
+	r.Errors = slices.Compact(r.Errors)
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func waitString(w time.Duration) string {
+	if w == waitForever {
+		return "forever"
+	}
+	return w.String()
+}
+
+// errUnsafe is returned when a run that must be safe saw overlaps.
+var errUnsafe = errors.New("safety violated: overlapping holdings")
