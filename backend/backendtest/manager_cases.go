@@ -830,7 +830,7 @@ func (s *suite) mBatchStarvation(t *testing.T) {
 	for i := range 100 {
 		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(3*shortTTL)))
 	}
-	time.Sleep(9 * shortTTL)
+	time.Sleep(6 * shortTTL)
 	lost := 0
 	for _, l := range ls {
 		if l.Err() != nil {
