@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,19 @@ func chart(path, title, ylabel string, rs []*runResult, y func(*runResult) float
 	}
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return err
+	}
+	// gonum's log ticks need at least one decade: round the range out to
+	// whole decades.
+	if logY && p.Y.Min > 0 {
+		p.Y.Min = math.Pow(10, math.Floor(math.Log10(p.Y.Min)))
+		p.Y.Max = math.Pow(10, math.Ceil(math.Log10(p.Y.Max)))
+		if p.Y.Max <= p.Y.Min {
+			p.Y.Max = p.Y.Min * 10
+		}
+	}
+	p.X.Min = 0
+	if !logY {
+		p.Y.Min = min(p.Y.Min, 0)
 	}
 	p.Legend.Top = true
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)

@@ -79,19 +79,24 @@ func groupByKey(ivs []interval) map[int][]interval {
 	return g
 }
 
-// handOffs are the gaps between one holder's last act and the grant of the
-// next holder of the same name, counted only when that next holder was
-// already waiting (its acquire began before the previous holding ended);
-// otherwise the name was simply idle.
-func handOffs(ivs []interval) []time.Duration {
-	var out []time.Duration
+// handOffs are the gaps between one holder's last act (just before its
+// release call) and the grant of the next holder of the same name, counted
+// only when that next holder was already asking when the holding ended
+// (otherwise the name was simply idle). waiters are the subset where the next
+// holder had been waiting since before the previous holder's grant: a queued
+// waiter, not a newcomer that happened to ask just as the name came free.
+func handOffs(ivs []interval) (all, waiters []time.Duration) {
 	for _, byKey := range groupByKey(ivs) {
 		for i := 1; i < len(byKey); i++ {
 			prev, next := byKey[i-1], byKey[i]
 			if next.Call <= prev.End && next.Start >= prev.End {
-				out = append(out, time.Duration(next.Start-prev.End))
+				d := time.Duration(next.Start - prev.End)
+				all = append(all, d)
+				if next.Call <= prev.Start {
+					waiters = append(waiters, d)
+				}
 			}
 		}
 	}
-	return out
+	return all, waiters
 }

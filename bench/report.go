@@ -76,7 +76,7 @@ func writeJSON(w io.Writer, rs []*runResult) error {
 
 var csvHeader = []string{"lock", "backend", "procs", "goroutines", "keys", "dist", "hold_ms", "ttl_ms", "wait", "seconds",
 	"acquisitions", "per_second", "acquire_p50_ms", "acquire_p90_ms", "acquire_p99_ms", "acquire_max_ms",
-	"handoffs", "handoff_p50_ms", "handoff_p99_ms", "jain", "min_share", "max_share",
+	"handoffs", "handoff_p50_ms", "handoff_p99_ms", "waiter_handoffs", "waiter_handoff_p50_ms", "waiter_handoff_p99_ms", "jain", "min_share", "max_share",
 	"wake_notify", "wake_poll", "round_trips_per_acq", "overlaps", "fence_rejections", "failures",
 	"cpu_s", "max_rss_mib", "leasehold_throughput_x", "peer_handoff_x"}
 
@@ -94,6 +94,7 @@ func writeCSV(w io.Writer, rs []*runResult) error {
 			f(r.HoldMs), f(r.TTLMs), r.Wait, f(r.Seconds), strconv.Itoa(r.Acquisitions), f(r.PerSecond),
 			f(r.Acquire.P50), f(r.Acquire.P90), f(r.Acquire.P99), f(r.Acquire.Max),
 			strconv.Itoa(r.HandOff.N), f(r.HandOff.P50), f(r.HandOff.P99),
+			strconv.Itoa(r.WaiterHandOff.N), f(r.WaiterHandOff.P50), f(r.WaiterHandOff.P99),
 			f(r.Fairness.Jain), f(r.Fairness.MinShare), f(r.Fairness.MaxShare),
 			strconv.FormatUint(r.Wakeups.Notify, 10), strconv.FormatUint(r.Wakeups.Poll, 10), f(r.RoundTripsPerAcq),
 			strconv.Itoa(r.Safety.Overlaps), strconv.Itoa(r.Safety.Rejections), failureString(r.Failures),
@@ -119,7 +120,7 @@ func writeTable(w io.Writer, rs []*runResult) error {
 	fmt.Fprintf(w, "backend %s, %d name(s) %s, hold %gms, TTL %gms, wait %s, %.0fs per run\n\n",
 		r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.TTLMs, r0.Wait, r0.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tacquire p50/p90/p99/max ms\thand-off p50/p99 ms\tJain\tshare min/max\twake notify/poll\trt/acq\toverlaps\tfenced\tcpu s\trss MiB\tvs leasehold\t")
+	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tacquire p50/p90/p99/max ms\thand-off p50/p99 ms\twaiter hand-off p50/p99\tJain\tshare min/max\twake notify/poll\trt/acq\toverlaps\tfenced\tcpu s\trss MiB\tvs leasehold\t")
 	for _, r := range rs {
 		vs := "baseline"
 		if t, h, ok := ratios(rs, r); ok {
@@ -127,9 +128,9 @@ func writeTable(w io.Writer, rs []*runResult) error {
 		} else if r.Lock != lockLeasehold {
 			vs = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%.2f/%.2f/%.2f/%.1f\t%.3f/%.3f\t%.3f\t%.2f/%.2f\t%d/%d\t%.2f\t%d\t%d\t%.2f\t%.0f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%.2f/%.2f/%.2f/%.1f\t%.3f/%.3f\t%.3f/%.3f\t%.3f\t%.2f/%.2f\t%d/%d\t%.2f\t%d\t%d\t%.2f\t%.0f\t%s\t\n",
 			r.Lock, r.Procs, r.Goroutines, r.PerSecond, r.Acquire.P50, r.Acquire.P90, r.Acquire.P99, r.Acquire.Max,
-			r.HandOff.P50, r.HandOff.P99, r.Fairness.Jain, r.Fairness.MinShare, r.Fairness.MaxShare,
+			r.HandOff.P50, r.HandOff.P99, r.WaiterHandOff.P50, r.WaiterHandOff.P99, r.Fairness.Jain, r.Fairness.MinShare, r.Fairness.MaxShare,
 			r.Wakeups.Notify, r.Wakeups.Poll, r.RoundTripsPerAcq, r.Safety.Overlaps, r.Safety.Rejections,
 			r.CPUSeconds, r.MaxRSSMiB, vs)
 	}

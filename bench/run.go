@@ -31,8 +31,11 @@ type runResult struct {
 	PerKeyPerSecond []float64
 	Acquire         latency // call to grant, ms
 	HandOff         latency // previous holder's release to this grant, ms
-	Fairness        fairness
-	Wakeups         struct{ Notify, Poll, Notifications uint64 }
+	// WaiterHandOff is HandOff for grants to a contender that had been
+	// waiting since before the previous holder's grant.
+	WaiterHandOff latency
+	Fairness      fairness
+	Wakeups       struct{ Notify, Poll, Notifications uint64 }
 	// RoundTripsPerAcq is store calls (acquire, renew, release, and failed
 	// attempts) per successful acquisition.
 	RoundTripsPerAcq float64
@@ -221,7 +224,8 @@ func analyse(cfg runConfig, results []*workerResult, d time.Duration) *runResult
 	}
 	r.PerKeyPerSecond = perKey
 	r.Acquire = summarise(acq)
-	r.HandOff = summarise(handOffs(ivs))
+	all, waiters := handOffs(ivs)
+	r.HandOff, r.WaiterHandOff = summarise(all), summarise(waiters)
 	r.Fairness = jain(perWorker)
 	r.Wakeups.Notify, r.Wakeups.Poll, r.Wakeups.Notifications = counts.NotifyWakes, counts.PollWakes, counts.Notifications
 	if len(ivs) > 0 {
