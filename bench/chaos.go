@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"time"
 
@@ -78,23 +79,34 @@ func (p *chaosPlan) act(stop <-chan struct{}, a string, cfg runConfig, rec *shar
 		if len(pids) == 0 || pids[0] == 0 {
 			return "pause: skipped (workers run in this process)"
 		}
-		// Pause a process while it holds a name: that is the case that matters.
-		var holders []int
-		for deadline := time.Now().Add(2 * time.Second); len(holders) == 0 && time.Now().Before(deadline); {
-			holders = rec.holders()
+		// Pause a process while it holds a name: that is the case that
+		// matters. A stopped process's record is frozen, so stop a holder,
+		// then look again, and let it go and try another moment when it had
+		// just released.
+		victim, holding := -1, false
+		for try := 0; try < 200 && !holding; try++ {
+			holders := rec.holders()
 			if len(holders) == 0 {
 				time.Sleep(time.Millisecond)
+				continue
+			}
+			victim = holders[rand.IntN(len(holders))]
+			if err := syscall.Kill(pids[victim], syscall.SIGSTOP); err != nil {
+				return "pause: " + err.Error()
+			}
+			if holding = slices.Contains(rec.holders(), victim); !holding {
+				_ = syscall.Kill(pids[victim], syscall.SIGCONT)
 			}
 		}
-		victim := rand.IntN(len(pids))
-		holding := len(holders) > 0
-		if holding {
-			victim = holders[rand.IntN(len(holders))]
+		if victim < 0 {
+			victim = rand.IntN(len(pids))
+		}
+		if !holding {
+			if err := syscall.Kill(pids[victim], syscall.SIGSTOP); err != nil {
+				return "pause: " + err.Error()
+			}
 		}
 		pause := cfg.TTL * 3 / 2
-		if err := syscall.Kill(pids[victim], syscall.SIGSTOP); err != nil {
-			return "pause: " + err.Error()
-		}
 		select {
 		case <-stop:
 		case <-time.After(pause):
@@ -102,7 +114,7 @@ func (p *chaosPlan) act(stop <-chan struct{}, a string, cfg runConfig, rec *shar
 		if err := syscall.Kill(pids[victim], syscall.SIGCONT); err != nil {
 			return "pause: SIGCONT: " + err.Error()
 		}
-		return fmt.Sprintf("pause: worker %d stopped for %v (holding: %v), then continued", victim, pause, holding)
+		return fmt.Sprintf("pause: process %d stopped for %v (holding: %v), then continued", victim, pause, holding)
 	}
 	return a + ": unknown action"
 }

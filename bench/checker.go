@@ -9,12 +9,14 @@ import (
 // overlap is two holdings of one name that both believed they held it at
 // once: a safety violation.
 type overlap struct {
-	Key                int
-	WorkerA, WorkerB   int
-	TokenA, TokenB     uint64
-	Overlap            time.Duration
-	LostA, LostB       bool
-	StartA, StartB, At int64 `json:"-"`
+	Key              int
+	WorkerA, WorkerB int
+	TokenA, TokenB   uint64
+	Overlap          time.Duration
+	LostA, LostB     bool
+	// At is when the second holding began, in seconds since the run's start
+	// (to match it with chaos events).
+	At float64
 }
 
 // safety is the checker's verdict on one run.
@@ -33,7 +35,7 @@ const maxSamples = 10
 // checkSafety looks for overlapping intervals per name. Intervals are sorted
 // by start; each is compared with the one reaching furthest so far, so every
 // holding that began before an earlier one ended is reported.
-func checkSafety(ivs []interval, rejections []fenceRejection) safety {
+func checkSafety(ivs []interval, rejections []fenceRejection, runStart int64) safety {
 	s := safety{HoldingsChecked: len(ivs), Rejections: len(rejections)}
 	for _, r := range rejections {
 		if len(s.RejectSamples) < maxSamples {
@@ -55,7 +57,7 @@ func checkSafety(ivs []interval, rejections []fenceRejection) safety {
 					s.OverlapSamples = append(s.OverlapSamples, overlap{
 						Key: iv.Key, WorkerA: far.Worker, WorkerB: iv.Worker, TokenA: far.Token, TokenB: iv.Token,
 						Overlap: time.Duration(min(far.End, iv.End) - iv.Start), LostA: far.Lost, LostB: iv.Lost,
-						StartA: far.Start, StartB: iv.Start, At: iv.Start,
+						At: float64(iv.Start-runStart) / 1e9,
 					})
 				}
 			}

@@ -16,7 +16,7 @@ func TestCheckSafety(t *testing.T) {
 		{Key: 0, Worker: 4, Token: 5, Call: 0, Start: 40 * ms, End: 60 * ms},      // after the inner one, still inside the long one
 		{Key: 1, Worker: 5, Token: 1, Call: 0, Start: 30 * ms, End: 40 * ms},      // another name: no conflict
 	}
-	s := checkSafety(ivs, nil)
+	s := checkSafety(ivs, nil, 0)
 	if s.Overlaps != 2 {
 		t.Fatalf("%d overlaps, want 2 (both holdings inside the long one): %+v", s.Overlaps, s.OverlapSamples)
 	}

@@ -156,7 +156,7 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 	close(stopSide)
 	<-sideDone
 	<-progDone
-	r := analyse(cfg, results, time.Duration(end-start))
+	r := analyse(cfg, results, start, end)
 	r.Chaos = chaosLog
 	return r, nil
 }
@@ -183,7 +183,8 @@ func showProgress(w io.Writer, stop <-chan struct{}, cfg runConfig, rec *sharedR
 }
 
 // analyse turns the workers' records into a runResult.
-func analyse(cfg runConfig, results []*workerResult, d time.Duration) *runResult {
+func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResult {
+	d := time.Duration(end - start)
 	r := &runResult{
 		Lock: cfg.Lock, Backend: cfg.Backend, Procs: cfg.Procs, Goroutines: cfg.Goroutines, Contenders: cfg.contenders(),
 		Keys: cfg.Keys, Dist: cfg.Dist, HoldMs: ms(cfg.Hold), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
@@ -231,7 +232,7 @@ func analyse(cfg runConfig, results []*workerResult, d time.Duration) *runResult
 	if len(ivs) > 0 {
 		r.RoundTripsPerAcq = float64(counts.RoundTrips) / float64(len(ivs))
 	}
-	r.Safety = checkSafety(ivs, rejections)
+	r.Safety = checkSafety(ivs, rejections, start)
 	slices.Sort(r.Errors)
 	r.Errors = slices.Compact(r.Errors)
 	return r

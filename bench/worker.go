@@ -214,8 +214,10 @@ func (w *contender) hold(ctx context.Context, key int, call int64, h holding) {
 		}
 		t.Stop()
 	}
-	if h.held() {
-		iv.End = monoNow()
+	// The time is taken before the question: an answer "held" is a belief
+	// at that moment (a pause between the two must not stretch it).
+	if now := monoNow(); h.held() {
+		iv.End = now
 		w.fence(&iv)
 	} else {
 		iv.Lost = true
