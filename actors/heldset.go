@@ -25,6 +25,9 @@ func (s *HeldSet) add(h *messages.Holding) {
 func (s *HeldSet) remove(h *messages.Holding) {
 	s.mu.Lock()
 	delete(s.m, h)
+	if len(s.m) == 0 {
+		s.m = map[*messages.Holding]struct{}{} // Go maps never shrink
+	}
 	s.mu.Unlock()
 }
 

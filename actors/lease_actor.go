@@ -65,13 +65,15 @@ func (t *timer) stop() {
 
 // leaseActor owns the state machine of one key. See package doc.
 type leaseActor struct {
-	cfg     *Config
-	key     string
-	backend *actor.PID
-	hub     *actor.PID
-	self    *actor.PID
-	timers  *scheduler.TimerScheduler
-	gen     uint64
+	cfg      *Config
+	key      string
+	registry *actor.PID
+	stopped  func() // called once the actor has stopped
+	backend  *actor.PID
+	hub      *actor.PID
+	self     *actor.PID
+	timers   *scheduler.TimerScheduler
+	gen      uint64
 
 	handled  uint64 // commands received from the registry
 	idleAt   uint64 // handled when Idle was last reported
@@ -97,14 +99,20 @@ type leaseActor struct {
 	inbox     []any
 }
 
-func newLeaseActor(cfg *Config, key string, backendPID, hubPID *actor.PID) actor.Actor {
+func newLeaseActor(cfg *Config, key string, registry, backendPID, hubPID *actor.PID, stopped func()) actor.Actor {
 	_, immediate := cfg.Backend.(backend.Immediate)
-	return &leaseActor{cfg: cfg, key: key, backend: backendPID, hub: hubPID, immediate: immediate}
+	return &leaseActor{cfg: cfg, key: key, registry: registry, backend: backendPID, hub: hubPID,
+		immediate: immediate, stopped: stopped}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*actor.Stopping); ok {
+	switch ctx.Message().(type) {
+	case *actor.Stopping:
 		a.onStopping(ctx)
+		return
+	case *actor.Stopped:
+		ctx.Send(a.registry, &messages.LeaseStopped{Key: a.key, PID: a.self})
+		a.stopped()
 		return
 	}
 	a.handle(ctx, ctx.Message())
@@ -191,11 +199,11 @@ func (a *leaseActor) settle(ctx actor.Context) {
 	case a.shutdown:
 		if !a.doneSent {
 			a.doneSent = true
-			ctx.Send(ctx.Parent(), &messages.ShutdownDone{Key: a.key})
+			ctx.Send(a.registry, &messages.ShutdownDone{Key: a.key})
 		}
 	case len(a.waiters) == 0 && (!a.idleSent || a.idleAt != a.handled):
 		a.idleSent, a.idleAt = true, a.handled
-		ctx.Send(ctx.Parent(), &messages.Idle{Key: a.key, Handled: a.handled, From: a.self})
+		ctx.Send(a.registry, &messages.Idle{Key: a.key, Handled: a.handled, From: a.self})
 	}
 }
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -30,7 +31,6 @@ type registry struct {
 	props    func(producer actor.Producer) *actor.Props
 	children map[string]*child
 	idle     map[string]*child
-	stopping map[string]struct{} // ids of idle children stopped, until Terminated
 	backend  *actor.PID
 	hub      *actor.PID
 	stopped  chan struct{}
@@ -40,6 +40,8 @@ type registry struct {
 	// synchronously inside Spawn, takes the key from spawning.
 	leaseProps *actor.Props
 	spawning   string
+	root       *actor.RootContext
+	leases     sync.WaitGroup // lease actors not yet stopped
 
 	timers *scheduler.TimerScheduler
 	sweeps uint64 // sweeps done
@@ -69,7 +71,7 @@ func Start(root *actor.RootContext, cfg *Config) *Engine {
 	}
 	pid := root.Spawn(props(func() actor.Actor {
 		return &registry{cfg: cfg, props: props, stopped: stopped,
-			children: map[string]*child{}, idle: map[string]*child{}, stopping: map[string]struct{}{}}
+			children: map[string]*child{}, idle: map[string]*child{}}
 	}))
 	return &Engine{Registry: pid, Stopped: stopped, pool: p}
 }
@@ -97,8 +99,17 @@ func (r *registry) Receive(ctx actor.Context) {
 		// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
 		// a lease actor sees a few messages per renewal period, so its lower
 		// peak throughput does not matter.
-		r.leaseProps = r.props(func() actor.Actor { return newLeaseActor(r.cfg, r.spawning, r.backend, r.hub) }).
-			Configure(actor.WithMailbox(actor.UnboundedLockfree()))
+		//
+		// Lease actors are spawned from the root context, not as children:
+		// protoactor's child set keeps a stopped child's PID (and through its
+		// cached process, the whole actor) in its backing array, so memory
+		// would follow the most leases ever held, not the live ones. The
+		// registry tracks them itself instead: each tells it when it stops
+		// (messages.LeaseStopped), and Stopping waits for them all.
+		r.root = root
+		r.leaseProps = r.props(func() actor.Actor {
+			return newLeaseActor(r.cfg, r.spawning, self, r.backend, r.hub, r.leases.Done)
+		}).Configure(actor.WithMailbox(actor.UnboundedLockfree()), actor.WithGuardian(stopOnFailure))
 	case *messages.Acquire:
 		if r.closing {
 			m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
@@ -136,8 +147,7 @@ func (r *registry) Receive(ctx actor.Context) {
 		for key, c := range r.idle {
 			if c.idleSweeps+1 < r.sweeps { // idle for a whole sweep period
 				r.drop(key, c)
-				r.stopping[c.pid.Id] = struct{}{}
-				ctx.Stop(c.pid)
+				r.stopLease(ctx, c)
 			}
 		}
 		if len(r.idle) > 0 {
@@ -153,27 +163,28 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.checkShutdown()
 	case *messages.ShutdownDone:
 		if c := r.children[m.Key]; c != nil {
-			r.drop(m.Key, c) // its Terminated must not count again
+			r.drop(m.Key, c) // its LeaseStopped must not count again
+			r.stopLease(ctx, c)
 		}
 		r.shutdownWait--
 		r.checkShutdown()
-	case *actor.Terminated:
-		if _, ok := r.stopping[m.Who.Id]; ok { // an idle child we stopped
-			delete(r.stopping, m.Who.Id)
-			return
-		}
-		for key, c := range r.children {
-			if c.pid.Equal(m.Who) { // a child stopped on its own (a panic); rare, so a scan will do
-				r.drop(key, c)
-				if r.closing {
-					r.shutdownWait--
-					r.checkShutdown()
-				}
-				break
+	case *messages.LeaseStopped:
+		// Only a lease actor that stopped on its own (a panic) is still
+		// mapped; one the registry stopped was dropped already.
+		if c := r.children[m.Key]; c != nil && c.pid.Equal(m.PID) {
+			r.drop(m.Key, c)
+			if r.closing {
+				r.shutdownWait--
+				r.checkShutdown()
 			}
 		}
 	case *actor.Stopping:
 		r.sweepT.stop()
+		for key, c := range r.children {
+			r.drop(key, c)
+			r.stopLease(ctx, c)
+		}
+		r.leases.Wait() // quick: lease actors never block, and after Shutdown they hold nothing
 	case *actor.Stopped:
 		close(r.stopped)
 	}
@@ -188,7 +199,8 @@ func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) b
 			return false
 		}
 		r.spawning = key
-		c = &child{pid: ctx.Spawn(r.leaseProps)}
+		r.leases.Add(1)
+		c = &child{pid: r.root.Spawn(r.leaseProps)}
 		r.children[key] = c
 	}
 	c.sent++
@@ -203,7 +215,13 @@ func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) b
 func (r *registry) drop(key string, c *child) {
 	delete(r.children, key)
 	delete(r.idle, key)
+	if len(r.children) == 0 {
+		// Go maps never shrink: start afresh once the last lease is gone.
+		r.children, r.idle = map[string]*child{}, map[string]*child{}
+	}
 }
+
+func (r *registry) stopLease(ctx actor.Context, c *child) { ctx.Stop(c.pid) }
 
 func (r *registry) armSweep(ctx actor.Context) {
 	r.sweepT.stop()

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-		"runtime"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"

@@ -19,6 +19,13 @@ type Idle struct {
 	From    *actor.PID
 }
 
+// LeaseStopped says a lease actor has stopped (lease actors are not protoactor
+// children of the registry; see actors.registry).
+type LeaseStopped struct {
+	Key string
+	PID *actor.PID
+}
+
 // ShutdownDone says a lease actor has answered its waiters and released its
 // holding after Shutdown.
 type ShutdownDone struct{ Key string }
@@ -97,6 +104,7 @@ type Publish struct{ Event Lost }
 
 func (*Idle) IgnoreDeadLetterLogging()           {}
 func (*ShutdownDone) IgnoreDeadLetterLogging()   {}
+func (*LeaseStopped) IgnoreDeadLetterLogging()   {}
 func (*ReleaseNotice) IgnoreDeadLetterLogging()  {}
 func (*HoldTick) IgnoreDeadLetterLogging()       {}
 func (*RetryTick) IgnoreDeadLetterLogging()      {}

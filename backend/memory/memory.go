@@ -131,7 +131,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	e := b.leases[r.Key]
 	released := e != nil && e.owner == r.Owner && (r.Token == 0 || e.token == r.Token)
 	if released {
-		delete(b.leases, r.Key)
+		b.deleteLocked(r.Key)
 	}
 	var notify []func(string)
 	if released && len(b.watchers) > 0 {
@@ -176,7 +176,14 @@ func (b *Backend) Close() error { return nil }
 func (b *Backend) sweepLocked(now time.Time) {
 	for k, e := range b.leases {
 		if !now.Before(e.expires) {
-			delete(b.leases, k)
+			b.deleteLocked(k)
 		}
+	}
+}
+
+func (b *Backend) deleteLocked(key string) {
+	delete(b.leases, key)
+	if len(b.leases) == 0 {
+		b.leases = map[string]*entry{} // Go maps never shrink: start afresh when empty
 	}
 }
