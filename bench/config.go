@@ -72,6 +72,10 @@ func (c runConfig) validate() error {
 		if c.Backend != backendRedis {
 			return fmt.Errorf("%w: %s runs on redis only", errConfig, c.Lock)
 		}
+	case lockPGLock:
+		if c.Backend != backendPostgres {
+			return fmt.Errorf("%w: %s runs on postgres only", errConfig, c.Lock)
+		}
 	default:
 		return fmt.Errorf("%w: unknown lock %q", errConfig, c.Lock)
 	}

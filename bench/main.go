@@ -67,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.StringVar(&c.RedisAddr, "redis", envOr("LEASEHOLD_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (default $LEASEHOLD_REDIS_ADDR or 127.0.0.1:6379)")
 	fs.StringVar(&c.PostgresDSN, "postgres", envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN (default $LEASEHOLD_POSTGRES_DSN or the local test database)")
 	fs.StringVar(&c.SQLServerDSN, "sqlserver", os.Getenv("LEASEHOLD_SQLSERVER_DSN"), "SQL Server DSN (default $LEASEHOLD_SQLSERVER_DSN)")
-	locks := fs.String("locks", "", "comma-separated contenders: leasehold, redislock, redsync, unsafe (default: leasehold and every peer the backend has)")
+	locks := fs.String("locks", "", "comma-separated contenders: leasehold, redislock, redsync (redis), pglock-protocol (postgres), unsafe (default: leasehold and every peer the backend has)")
 	procs := fs.String("procs", "1", "worker processes; a comma-separated list sweeps the number of contenders")
 	fs.IntVar(&c.Goroutines, "goroutines", 4, "contending goroutines per process")
 	fs.IntVar(&c.Keys, "keys", 1, "number of lease names")
@@ -76,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.DurationVar(&c.Hold, "hold", time.Millisecond, "how long a holder keeps a name")
 	fs.DurationVar(&c.TTL, "ttl", 5*time.Second, "lease TTL")
 	wait := fs.String("wait", "forever", `how long one acquire waits: "forever" (until the run ends) or a duration (then it counts as not acquired and tries again)`)
-	fs.DurationVar(&c.PeerPoll, "peer-poll", 0, "retry interval of the polling peers (default 0: each library's documented setting, redislock 100ms, redsync 50-250ms)")
+	fs.DurationVar(&c.PeerPoll, "peer-poll", 0, "retry interval of the polling peers (default 0: each library's documented setting: redislock 100ms, redsync 50-250ms, pglock the lease duration)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each run")
 	fs.StringVar(&f.format, "format", "table", "output: table, json or csv")
 	fs.StringVar(&f.reportDir, "report", "", "directory for results.json and the charts (none by default)")
@@ -109,8 +109,11 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	f.locks = splitList(*locks)
 	if len(f.locks) == 0 {
 		f.locks = []string{lockLeasehold}
-		if c.Backend == backendRedis {
+		switch c.Backend {
+		case backendRedis:
 			f.locks = append(f.locks, lockRedislock, lockRedsync)
+		case backendPostgres:
+			f.locks = append(f.locks, lockPGLock)
 		}
 	}
 	f.chaos = splitList(*chaos)

@@ -189,7 +189,7 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 		Lock: cfg.Lock, Backend: cfg.Backend, Procs: cfg.Procs, Goroutines: cfg.Goroutines, Contenders: cfg.contenders(),
 		Keys: cfg.Keys, Dist: cfg.Dist, HoldMs: ms(cfg.Hold), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
 		Seconds: d.Seconds(), Failures: map[string]uint64{},
-		Peer: cfg.Lock == lockRedislock || cfg.Lock == lockRedsync,
+		Peer: cfg.Lock == lockRedislock || cfg.Lock == lockRedsync || cfg.Lock == lockPGLock,
 	}
 	var ivs []interval
 	var rejections []fenceRejection

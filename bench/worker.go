@@ -149,6 +149,8 @@ func newLocker(ctx context.Context, c runConfig, proc int) (locker, error) {
 		return newRedsyncLocker(c), nil
 	case lockUnsafe:
 		return newUnsafeLocker(c, proc), nil
+	case lockPGLock:
+		return newPGLockLocker(ctx, c)
 	}
 	return nil, fmt.Errorf("%w: unknown lock %q", errConfig, c.Lock)
 }
