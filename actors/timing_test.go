@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLocalDeadlineFallsBeforeBackendExpiry(t *testing.T) {
+	sent := time.Now()
+	for _, ttl := range []time.Duration{time.Millisecond, 100 * time.Millisecond, 30 * time.Second, time.Hour} {
+		d := localDeadline(sent, ttl)
+		if !d.Before(sent.Add(ttl)) || !d.After(sent) {
+			t.Errorf("TTL %v: deadline %v after send, want within (0, TTL)", ttl, d.Sub(sent))
+		}
+		if m := ttl - d.Sub(sent); m > time.Second {
+			t.Errorf("TTL %v: margin %v, want at most a second", ttl, m)
+		}
+	}
+}
+
+func TestPollDelay(t *testing.T) {
+	for attempt := range 30 {
+		d := pollDelay(attempt, false, time.Time{})
+		if d <= 0 || d > pollCapPolling {
+			t.Fatalf("attempt %d: %v", attempt, d)
+		}
+		if d := pollDelay(attempt, true, time.Time{}); d > pollCapNotified {
+			t.Fatalf("attempt %d notified: %v", attempt, d)
+		}
+	}
+	// Never later than just after the holder's expiry.
+	if d := pollDelay(30, true, time.Now().Add(10*time.Millisecond)); d > 12*time.Millisecond {
+		t.Errorf("holder expires in 10ms, poll in %v", d)
+	}
+	if d := pollDelay(30, true, time.Now().Add(-time.Second)); d > 2*time.Millisecond {
+		t.Errorf("holder already expired, poll in %v", d)
+	}
+}
+
+func TestSpreadAndRenewDelays(t *testing.T) {
+	for range 1000 {
+		if d := spread(time.Second); d <= 900*time.Millisecond || d > time.Second {
+			t.Fatalf("spread(1s) = %v", d)
+		}
+	}
+	if d := renewDelay(10*time.Second, 30*time.Second, 15*time.Second); d != 5*time.Second {
+		t.Errorf("renewDelay scaled = %v, want 5s", d)
+	}
+	if d := renewRetryDelay(0); d <= 0 {
+		t.Errorf("renewRetryDelay(0) = %v", d)
+	}
+	if d := renewBatchWait(time.Second, nil); d != 100*time.Millisecond {
+		t.Errorf("renewBatchWait = %v", d)
+	}
+	if d := renewBatchWait(time.Second, []chan<- error{nil}); d != 0 {
+		t.Errorf("an explicit Renew waits %v for a batch", d)
+	}
+}
+
+func TestPoolRunsEverythingAndStops(t *testing.T) {
+	p := newPool()
+	done := make(chan int, 100)
+	for i := range 100 {
+		p.Schedule(func() { done <- i })
+	}
+	for range 100 {
+		<-done
+	}
+	p.stop()
+	p.stop()
+	ran := make(chan struct{})
+	p.Schedule(func() { close(ran) }) // after stop: on a goroutine of its own
+	<-ran
+}
