@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/memory"
+	lhpostgres "github.com/leasehold/leasehold/backend/postgres"
+	lhredis "github.com/leasehold/leasehold/backend/redis"
+)
+
+// Scale mode: one process acquires N leases and keeps them alive for a while;
+// what does that cost? Side by side, on Redis, the same number of locks kept
+// alive the way github.com/bsm/redislock users do it: one Refresh per lock per
+// period, each on its own timer.
+
+// scaleConfig is one scale run.
+type scaleConfig struct {
+	Backend     string
+	RedisAddr   string
+	PostgresDSN string
+	Leases      int
+	TTL         time.Duration
+	RenewEvery  time.Duration
+	Duration    time.Duration // how long the leases are kept alive after all are held
+	Peer        bool          // also run redislock (Redis only)
+}
+
+// scaleResult is what one system measured in a scale run.
+type scaleResult struct {
+	System           string  `json:"system"`
+	Backend          string  `json:"backend"`
+	Leases           int     `json:"leases"`
+	AcquireAllSec    float64 `json:"acquire_all_s"`
+	RenewalsPerSec   float64 `json:"renewals_per_s"`
+	RoundTripsPerSec float64 `json:"round_trips_per_s"`
+	CPUCores         float64 `json:"cpu_cores"` // process CPU seconds per second of the hold phase
+	HeapPerLease     float64 `json:"heap_bytes_per_lease"`
+	Losses           int     `json:"losses"`
+}
+
+// scaleCounts counts renewals and round trips under the Manager.
+type scaleCounts struct{ renewals, roundTrips atomic.Int64 }
+
+type scaleCounting struct {
+	backend.Backend
+	n *scaleCounts
+}
+
+func (c scaleCounting) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
+	c.n.roundTrips.Add(1)
+	return c.Backend.Acquire(ctx, r)
+}
+
+func (c scaleCounting) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
+	c.n.roundTrips.Add(1)
+	c.n.renewals.Add(1)
+	return c.Backend.Renew(ctx, r)
+}
+
+func (c scaleCounting) Release(ctx context.Context, r backend.ReleaseRequest) error {
+	c.n.roundTrips.Add(1)
+	return c.Backend.Release(ctx, r)
+}
+
+// scaleImmediate keeps backend.Immediate (memory: calls are inline).
+type scaleImmediate struct{ scaleCounting }
+
+func (scaleImmediate) Immediate() {}
+
+// scaleBatch keeps backend.BatchRenewer: a batch is one round trip.
+type scaleBatch struct{ scaleCounting }
+
+func (c scaleBatch) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	c.n.roundTrips.Add(1)
+	c.n.renewals.Add(int64(len(rs)))
+	return c.Backend.(backend.BatchRenewer).RenewBatch(ctx, rs)
+}
+
+func wrapScale(b backend.Backend, n *scaleCounts) backend.Backend {
+	c := scaleCounting{b, n}
+	if _, ok := b.(backend.Immediate); ok {
+		return scaleImmediate{c}
+	}
+	if _, ok := b.(backend.BatchRenewer); ok {
+		return scaleBatch{c}
+	}
+	return c
+}
+
+// runScale runs leasehold (and, when asked, the redislock peer) at scale.
+func runScale(ctx context.Context, c scaleConfig, progress func(string)) ([]scaleResult, error) {
+	if c.Leases <= 0 || c.TTL <= 0 || c.RenewEvery <= 0 || c.RenewEvery >= c.TTL || c.Duration <= 0 {
+		return nil, fmt.Errorf("%w: scale needs leases > 0 and 0 < renew < ttl, duration > 0", errConfig)
+	}
+	prefix := "lhscale:" + scaleRandom() + ":"
+	var out []scaleResult
+	r, err := scaleLeasehold(ctx, c, prefix, progress)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, r)
+	if c.Peer && c.Backend == backendRedis {
+		r, err := scaleRedislock(ctx, c, prefix, progress)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress func(string)) (scaleResult, error) {
+	res := scaleResult{System: lockLeasehold, Backend: c.Backend, Leases: c.Leases}
+	var raw backend.Backend
+	var cleanup func()
+	switch c.Backend {
+	case backendMemory:
+		raw, cleanup = memory.New(), func() {}
+	case backendRedis:
+		client := redisClient(runConfig{RedisAddr: c.RedisAddr, Goroutines: 64})
+		b, err := lhredis.New(client)
+		if err != nil {
+			client.Close()
+			return res, err
+		}
+		raw, cleanup = b, func() { b.Close(); client.Close() }
+	case backendPostgres:
+		pool, err := postgresPool(ctx, runConfig{PostgresDSN: c.PostgresDSN, Goroutines: 64})
+		if err != nil {
+			return res, err
+		}
+		schema := "lhscale_" + scaleRandom()
+		if err := lhpostgres.EnsureSchema(ctx, pool, schema, lhpostgres.DefaultTable); err != nil {
+			pool.Close()
+			return res, err
+		}
+		b, err := lhpostgres.New(pool, lhpostgres.WithTable(schema, lhpostgres.DefaultTable))
+		if err != nil {
+			pool.Close()
+			return res, err
+		}
+		raw, cleanup = b, func() {
+			_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA %q CASCADE", schema))
+			pool.Close()
+		}
+	default:
+		return res, fmt.Errorf("%w: scale mode runs on memory, redis or postgres, not %q", errConfig, c.Backend)
+	}
+	defer cleanup()
+
+	var counts scaleCounts
+	heap0 := scaleHeap()
+	m, err := leasehold.New(wrapScale(raw, &counts), leasehold.WithKeyPrefix(prefix))
+	if err != nil {
+		return res, err
+	}
+	defer m.Close(context.Background())
+
+	start := time.Now()
+	leases := make([]*leasehold.Lease, c.Leases)
+	err = scaleParallel(ctx, c.Leases, 64, func(i int) error {
+		l, err := m.Acquire(ctx, fmt.Sprint("lease-", i), leasehold.WithTTL(c.TTL), leasehold.WithRenewEvery(c.RenewEvery))
+		leases[i] = l
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	res.AcquireAllSec = time.Since(start).Seconds()
+	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
+	progress(fmt.Sprintf("leasehold: %d leases held after %.2fs; keeping them for %v", c.Leases, res.AcquireAllSec, c.Duration))
+
+	rt0, rn0, cpu0, t0 := counts.roundTrips.Load(), counts.renewals.Load(), scaleCPU(), time.Now()
+	if err := scaleSleep(ctx, c.Duration); err != nil {
+		return res, err
+	}
+	secs := time.Since(t0).Seconds()
+	res.RoundTripsPerSec = float64(counts.roundTrips.Load()-rt0) / secs
+	res.RenewalsPerSec = float64(counts.renewals.Load()-rn0) / secs
+	res.CPUCores = (scaleCPU() - cpu0).Seconds() / secs
+	for _, l := range leases {
+		if l.Err() != nil {
+			res.Losses++
+		}
+	}
+	_ = scaleParallel(ctx, c.Leases, 64, func(i int) error { return leases[i].Release(ctx) })
+	return res, nil
+}
+
+// scaleRedislock keeps N redislock locks alive with one Refresh per lock per
+// period, the way its README shows.
+func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress func(string)) (scaleResult, error) {
+	res := scaleResult{System: lockRedislock, Backend: c.Backend, Leases: c.Leases}
+	var roundTrips, refreshes, losses atomic.Int64
+	heap0 := scaleHeap()
+	client := redisClient(runConfig{RedisAddr: c.RedisAddr, Goroutines: 64})
+	defer client.Close()
+	locker := redislock.New(client)
+	start := time.Now()
+	locks := make([]*redislock.Lock, c.Leases)
+	err := scaleParallel(ctx, c.Leases, 64, func(i int) error {
+		roundTrips.Add(1)
+		l, err := locker.Obtain(ctx, fmt.Sprint(prefix, "redislock-", i), c.TTL, nil)
+		locks[i] = l
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	res.AcquireAllSec = time.Since(start).Seconds()
+	hold, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, l := range locks {
+		wg.Go(func() {
+			t := time.NewTicker(c.RenewEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-hold.Done():
+					return
+				case <-t.C:
+				}
+				roundTrips.Add(1)
+				refreshes.Add(1)
+				if err := l.Refresh(hold, c.TTL, nil); err != nil && hold.Err() == nil {
+					losses.Add(1)
+					return
+				}
+			}
+		})
+	}
+	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
+	progress(fmt.Sprintf("redislock: %d locks held after %.2fs; refreshing them for %v", c.Leases, res.AcquireAllSec, c.Duration))
+	rt0, rn0, cpu0, t0 := roundTrips.Load(), refreshes.Load(), scaleCPU(), time.Now()
+	err = scaleSleep(ctx, c.Duration)
+	secs := time.Since(t0).Seconds()
+	res.RoundTripsPerSec = float64(roundTrips.Load()-rt0) / secs
+	res.RenewalsPerSec = float64(refreshes.Load()-rn0) / secs
+	res.CPUCores = (scaleCPU() - cpu0).Seconds() / secs
+	stop()
+	wg.Wait()
+	res.Losses = int(losses.Load())
+	_ = scaleParallel(context.Background(), c.Leases, 64, func(i int) error { return locks[i].Release(context.Background()) })
+	return res, err
+}
+
+// scaleParallel runs fn(0..n-1) on `workers` goroutines and returns the first error.
+func scaleParallel(ctx context.Context, n, workers int, fn func(i int) error) error {
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+func scaleSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func scaleHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// scaleCPU is the CPU time this process has used (user + system).
+func scaleCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func scaleRandom() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
