@@ -315,4 +315,3 @@ func scaleRandom() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
