@@ -41,7 +41,7 @@ func writeReport(dir string, rs []*runResult) error {
 func chart(path, title, ylabel string, rs []*runResult, y func(*runResult) float64, logY bool) error {
 	p := plot.New()
 	r0 := rs[0]
-	p.Title.Text = fmt.Sprintf("%s: %s, %d name(s) %s, hold %gms", title, r0.Backend, r0.Keys, r0.Dist, r0.HoldMs)
+	p.Title.Text = fmt.Sprintf("%s: %s, %d name(s) %s, hold %gms, think %gms", title, r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.ThinkMs)
 	p.X.Label.Text = "contenders (processes × goroutines)"
 	p.Y.Label.Text = ylabel
 	if logY {

@@ -82,23 +82,47 @@ func groupByKey(ivs []interval) map[int][]interval {
 }
 
 // handOffs are the gaps between one holder's last act (just before its
-// release call) and the grant of the next holder of the same name, counted
-// only when that next holder was already asking when the holding ended
-// (otherwise the name was simply idle). waiters are the subset where the next
-// holder had been waiting since before the previous holder's grant: a queued
-// waiter, not a newcomer that happened to ask just as the name came free.
-func handOffs(ivs []interval) (all, waiters []time.Duration) {
+// release call) and the next grant of the same name, counted when at the
+// release another contender was already waiting for the name (otherwise the
+// name was simply idle). The next grant may go to the releaser itself, asking
+// again: then the waiters paid for the gap all the same. queued is the subset
+// where the next holder had been waiting since before the previous holder's
+// grant.
+func handOffs(ivs []interval, contenders int) (all, queued []time.Duration) {
 	for _, byKey := range groupByKey(ivs) {
 		for i := 1; i < len(byKey); i++ {
 			prev, next := byKey[i-1], byKey[i]
-			if next.Call <= prev.End && next.Start >= prev.End {
-				d := time.Duration(next.Start - prev.End)
-				all = append(all, d)
-				if next.Call <= prev.Start {
-					waiters = append(waiters, d)
-				}
+			if next.Start < prev.End || !waiting(byKey[i:], prev, contenders) {
+				continue
+			}
+			d := time.Duration(next.Start - prev.End)
+			all = append(all, d)
+			if next.Call <= prev.Start {
+				queued = append(queued, d)
 			}
 		}
 	}
-	return all, waiters
+	return all, queued
+}
+
+// waiting reports whether a contender other than prev's holder had asked for
+// the name before prev ended and was granted it later (in later). Each
+// contender has one acquire outstanding at most, so a contender's first
+// grant in later is the only one that can have been asked for before prev
+// ended: the scan stops once every contender has been seen.
+func waiting(later []interval, prev interval, contenders int) bool {
+	seen := make(map[int]bool, contenders)
+	for _, iv := range later {
+		if seen[iv.Worker] {
+			continue
+		}
+		seen[iv.Worker] = true
+		if iv.Worker != prev.Worker && iv.Call <= prev.End {
+			return true
+		}
+		if len(seen) >= contenders {
+			return false
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -28,17 +29,20 @@ func TestCheckSafety(t *testing.T) {
 func TestHandOffs(t *testing.T) {
 	ms := int64(time.Millisecond)
 	ivs := []interval{
-		{Key: 0, Call: 0, Start: 2 * ms, End: 10 * ms},
-		{Key: 0, Call: 1 * ms, Start: 11 * ms, End: 20 * ms},     // queued waiter: 1ms
-		{Key: 0, Call: 19 * ms, Start: 23 * ms, End: 30 * ms},    // newcomer while held: 3ms, not a queued waiter
-		{Key: 0, Call: 100 * ms, Start: 100 * ms, End: 101 * ms}, // idle name: not a hand-off
+		{Key: 0, Worker: 0, Call: 0, Start: 2 * ms, End: 10 * ms},
+		{Key: 0, Worker: 1, Call: 1 * ms, Start: 11 * ms, End: 20 * ms},     // queued waiter: 1ms
+		{Key: 0, Worker: 0, Call: 19 * ms, Start: 23 * ms, End: 30 * ms},    // asked while held: 3ms, not queued
+		{Key: 0, Worker: 0, Call: 34 * ms, Start: 35 * ms, End: 40 * ms},    // the releaser again while worker 1 waits: 5ms
+		{Key: 0, Worker: 1, Call: 25 * ms, Start: 41 * ms, End: 42 * ms},    // worker 1 at last: 1ms, queued since before 35
+		{Key: 0, Worker: 2, Call: 100 * ms, Start: 100 * ms, End: 101 * ms}, // idle name: no hand-off
 	}
-	all, waiters := handOffs(ivs)
-	if len(all) != 2 || all[0] != time.Millisecond || all[1] != 3*time.Millisecond {
-		t.Errorf("hand-offs %v, want [1ms 3ms]", all)
+	all, queued := handOffs(ivs, 3)
+	want := []time.Duration{time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, time.Millisecond}
+	if !slices.Equal(all, want) {
+		t.Errorf("hand-offs %v, want %v", all, want)
 	}
-	if len(waiters) != 1 || waiters[0] != time.Millisecond {
-		t.Errorf("waiter hand-offs %v, want [1ms]", waiters)
+	if wantQ := []time.Duration{time.Millisecond, time.Millisecond}; !slices.Equal(queued, wantQ) {
+		t.Errorf("queued hand-offs %v, want %v", queued, wantQ)
 	}
 }
 

@@ -43,6 +43,7 @@ type runConfig struct {
 	Dist         string  // "hot", "uniform" or "zipf"
 	ZipfS        float64 // zipf exponent (> 1)
 	Hold         time.Duration
+	Think        time.Duration // pause after a release before the next acquire
 	TTL          time.Duration
 	Wait         time.Duration // waitForever or a bound per attempt
 	PeerPoll     time.Duration // 0: each peer's documented retry setting
@@ -89,8 +90,8 @@ func (c runConfig) validate() error {
 		return fmt.Errorf("%w: distribution %q (want hot, uniform or zipf)", errConfig, c.Dist)
 	case c.Dist == "zipf" && c.ZipfS <= 1:
 		return fmt.Errorf("%w: zipf exponent must be > 1", errConfig)
-	case c.Hold < 0:
-		return fmt.Errorf("%w: negative hold time", errConfig)
+	case c.Hold < 0 || c.Think < 0:
+		return fmt.Errorf("%w: negative hold or think time", errConfig)
 	case c.TTL < time.Millisecond:
 		return fmt.Errorf("%w: TTL below 1ms", errConfig)
 	case c.Wait < 0 && c.Wait != waitForever:

@@ -74,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.StringVar(&c.Dist, "dist", "hot", "which name each acquisition goes for: hot (name 0 only), uniform or zipf")
 	fs.Float64Var(&c.ZipfS, "zipf-s", 1.2, "zipf exponent (> 1)")
 	fs.DurationVar(&c.Hold, "hold", time.Millisecond, "how long a holder keeps a name")
+	fs.DurationVar(&c.Think, "think", 0, "pause after each release before the next acquire (0: a contender asks again at once, and may win against the waiters)")
 	fs.DurationVar(&c.TTL, "ttl", 5*time.Second, "lease TTL")
 	wait := fs.String("wait", "forever", `how long one acquire waits: "forever" (until the run ends) or a duration (then it counts as not acquired and tries again)`)
 	fs.DurationVar(&c.PeerPoll, "peer-poll", 0, "retry interval of the polling peers (default 0: each library's documented setting: redislock 100ms, redsync 50-250ms, pglock the lease duration)")

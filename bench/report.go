@@ -74,9 +74,9 @@ func writeJSON(w io.Writer, rs []*runResult) error {
 	return enc.Encode(report(rs))
 }
 
-var csvHeader = []string{"lock", "backend", "procs", "goroutines", "keys", "dist", "hold_ms", "ttl_ms", "wait", "seconds",
+var csvHeader = []string{"lock", "backend", "procs", "goroutines", "keys", "dist", "hold_ms", "think_ms", "ttl_ms", "wait", "seconds",
 	"acquisitions", "per_second", "acquire_p50_ms", "acquire_p90_ms", "acquire_p99_ms", "acquire_max_ms",
-	"handoffs", "handoff_p50_ms", "handoff_p99_ms", "waiter_handoffs", "waiter_handoff_p50_ms", "waiter_handoff_p99_ms", "jain", "min_share", "max_share",
+	"handoffs", "handoff_p50_ms", "handoff_p99_ms", "queued_handoffs", "queued_handoff_p50_ms", "queued_handoff_p99_ms", "jain", "min_share", "max_share",
 	"wake_notify", "wake_poll", "round_trips_per_acq", "overlaps", "fence_rejections", "failures",
 	"cpu_s", "max_rss_mib", "leasehold_throughput_x", "peer_handoff_x"}
 
@@ -91,7 +91,7 @@ func writeCSV(w io.Writer, rs []*runResult) error {
 			ts, hs = f(t), f(h)
 		}
 		_ = cw.Write([]string{r.Lock, r.Backend, strconv.Itoa(r.Procs), strconv.Itoa(r.Goroutines), strconv.Itoa(r.Keys), r.Dist,
-			f(r.HoldMs), f(r.TTLMs), r.Wait, f(r.Seconds), strconv.Itoa(r.Acquisitions), f(r.PerSecond),
+			f(r.HoldMs), f(r.ThinkMs), f(r.TTLMs), r.Wait, f(r.Seconds), strconv.Itoa(r.Acquisitions), f(r.PerSecond),
 			f(r.Acquire.P50), f(r.Acquire.P90), f(r.Acquire.P99), f(r.Acquire.Max),
 			strconv.Itoa(r.HandOff.N), f(r.HandOff.P50), f(r.HandOff.P99),
 			strconv.Itoa(r.WaiterHandOff.N), f(r.WaiterHandOff.P50), f(r.WaiterHandOff.P99),
@@ -117,10 +117,10 @@ func writeTable(w io.Writer, rs []*runResult) error {
 		return nil
 	}
 	r0 := rs[0]
-	fmt.Fprintf(w, "backend %s, %d name(s) %s, hold %gms, TTL %gms, wait %s, %.0fs per run\n\n",
-		r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.TTLMs, r0.Wait, r0.Seconds)
+	fmt.Fprintf(w, "backend %s, %d name(s) %s, hold %gms, think %gms, TTL %gms, wait %s, %.0fs per run\n\n",
+		r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.ThinkMs, r0.TTLMs, r0.Wait, r0.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tacquire p50/p90/p99/max ms\thand-off p50/p99 ms\twaiter hand-off p50/p99\tJain\tshare min/max\twake notify/poll\trt/acq\toverlaps\tfenced\tcpu s\trss MiB\tvs leasehold\t")
+	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tacquire p50/p90/p99/max ms\thand-off p50/p99 ms\tqueued hand-off p50/p99\tJain\tshare min/max\twake notify/poll\trt/acq\toverlaps\tfenced\tcpu s\trss MiB\tvs leasehold\t")
 	for _, r := range rs {
 		vs := "baseline"
 		if t, h, ok := ratios(rs, r); ok {

@@ -21,6 +21,7 @@ type runResult struct {
 	Keys         int
 	Dist         string
 	HoldMs       float64
+	ThinkMs      float64
 	TTLMs        float64
 	Wait         string
 	Seconds      float64
@@ -32,7 +33,7 @@ type runResult struct {
 	Acquire         latency // call to grant, ms
 	HandOff         latency // previous holder's release to this grant, ms
 	// WaiterHandOff is HandOff for grants to a contender that had been
-	// waiting since before the previous holder's grant.
+	// waiting since before the previous holder's grant (a queued waiter).
 	WaiterHandOff latency
 	Fairness      fairness
 	Wakeups       struct{ Notify, Poll, Notifications uint64 }
@@ -187,7 +188,7 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	d := time.Duration(end - start)
 	r := &runResult{
 		Lock: cfg.Lock, Backend: cfg.Backend, Procs: cfg.Procs, Goroutines: cfg.Goroutines, Contenders: cfg.contenders(),
-		Keys: cfg.Keys, Dist: cfg.Dist, HoldMs: ms(cfg.Hold), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
+		Keys: cfg.Keys, Dist: cfg.Dist, HoldMs: ms(cfg.Hold), ThinkMs: ms(cfg.Think), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
 		Seconds: d.Seconds(), Failures: map[string]uint64{},
 		Peer: cfg.Lock == lockRedislock || cfg.Lock == lockRedsync || cfg.Lock == lockPGLock,
 	}
@@ -225,7 +226,7 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	}
 	r.PerKeyPerSecond = perKey
 	r.Acquire = summarise(acq)
-	all, waiters := handOffs(ivs)
+	all, waiters := handOffs(ivs, cfg.contenders())
 	r.HandOff, r.WaiterHandOff = summarise(all), summarise(waiters)
 	r.Fairness = jain(perWorker)
 	r.Wakeups.Notify, r.Wakeups.Poll, r.Wakeups.Notifications = counts.NotifyWakes, counts.PollWakes, counts.Notifications

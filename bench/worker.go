@@ -194,6 +194,12 @@ func (w *contender) run(ctx context.Context) {
 			continue
 		}
 		w.hold(ctx, key, call, h)
+		if w.cfg.Think > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.cfg.Think):
+			}
+		}
 	}
 }
 
