@@ -79,7 +79,7 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 // WithRenewBatching sets how renewals are coalesced for backends that renew
 // in batches (Redis, PostgreSQL, SQL Server): at most size renewals per round
 // trip, and a renewal waits at most delay (and at most a tenth of its lease's
-// renewal period) for others to join. Defaults: 500 and 10ms. A size of 1
+// renewal period) for others to join. Defaults: 500 and 50ms. A size of 1
 // turns batching off.
 func WithRenewBatching(size int, delay time.Duration) Option {
 	return func(c *managerConfig) {

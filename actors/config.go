@@ -31,5 +31,5 @@ type Config struct {
 // Defaults of the batching options.
 const (
 	DefaultRenewBatchSize  = 500
-	DefaultRenewBatchDelay = 10 * time.Millisecond
+	DefaultRenewBatchDelay = 50 * time.Millisecond
 )
