@@ -28,6 +28,7 @@ type backendActor struct {
 	base   context.Context
 	cancel context.CancelFunc
 	sem    chan struct{}
+	work   chan func() // to the call workers
 	wg     sync.WaitGroup
 
 	batch *renewBatcher // nil unless the backend renews in batches
@@ -51,6 +52,9 @@ func newBackendActor(cfg *Config, registry *actor.PID, root *actor.RootContext) 
 func (a *backendActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if !a.inline {
+			a.startWorkers()
+		}
 		if a.batch != nil {
 			a.batch.start(ctx, a.root)
 		}
@@ -88,6 +92,9 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			a.batch.stop()
 		}
 		a.cancel()
+		if a.work != nil {
+			close(a.work)
+		}
 		a.wg.Wait()
 	}
 }
@@ -99,14 +106,42 @@ func (a *backendActor) run(ctx actor.Context, replyTo *actor.PID, call func() an
 		ctx.Send(replyTo, call())
 		return
 	}
-	a.wg.Go(func() {
+	a.exec(func() { a.root.Send(replyTo, call()) })
+}
+
+// callWorkers is how many long-lived goroutines make backend calls. A call on
+// a fresh goroutine grows its stack through the client library every time;
+// measured on Redis, that stack copying cost more than the engine's messages.
+const callWorkers = 16
+
+func (a *backendActor) startWorkers() {
+	a.work = make(chan func())
+	for range callWorkers {
+		a.wg.Go(func() {
+			for fn := range a.work {
+				fn()
+			}
+		})
+	}
+}
+
+// exec runs fn (one call, or one batch) off the mailbox: on an idle worker, or
+// on a goroutine of its own when every worker is busy, never more than
+// MaxInFlight at once (goroutines, not the mailbox, wait for a slot).
+func (a *backendActor) exec(fn func()) {
+	bounded := func() {
 		select {
 		case a.sem <- struct{}{}:
 			defer func() { <-a.sem }()
 		case <-a.base.Done(): // stopping: the call fails fast on its cancelled context
 		}
-		a.root.Send(replyTo, call())
-	})
+		fn()
+	}
+	select {
+	case a.work <- bounded:
+	default:
+		a.wg.Go(bounded)
+	}
 }
 
 // perform makes the backend call req asks for and returns its result message.

@@ -80,12 +80,7 @@ func (r *renewBatcher) stop() { r.flushT.stop() }
 // The call may take as long as the latest deadline in the batch: a lease whose
 // own deadline passes first is lost by its own timer meanwhile.
 func (a *backendActor) flush(batch []*messages.BackendRenew) {
-	a.wg.Go(func() {
-		select {
-		case a.sem <- struct{}{}:
-			defer func() { <-a.sem }()
-		case <-a.base.Done():
-		}
+	a.exec(func() {
 		if len(batch) == 1 { // a lone renewal needs no batch
 			a.root.Send(batch[0].ReplyTo, perform(a.cfg.Backend, a.base, false, batch[0]))
 			return
