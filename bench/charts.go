@@ -29,6 +29,27 @@ func writeReport(dir string, rs []*runResult) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
 		return err
 	}
+	return writeCharts(dir, rs)
+}
+
+// replot draws the charts of dir again from its results.json.
+func replot(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var j jsonReport
+	if err := json.Unmarshal(b, &j); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	if len(j.Runs) == 0 {
+		return fmt.Errorf("%s: no runs", filepath.Join(dir, "results.json"))
+	}
+	return writeCharts(dir, j.Runs)
+}
+
+// writeCharts draws throughput.png and handoff.png into dir.
+func writeCharts(dir string, rs []*runResult) error {
 	if err := chart(filepath.Join(dir, "throughput.png"), "Throughput", "acquisitions / s", rs,
 		func(r *runResult) float64 { return r.PerSecond }, false); err != nil {
 		return err
@@ -79,8 +100,12 @@ func chart(path, title, ylabel string, rs []*runResult, y func(*runResult) float
 		}
 	}
 	p.X.Min = 0
-	if !logY {
+	// Headroom above the lines for the legend.
+	if logY {
+		p.Y.Max *= 10
+	} else {
 		p.Y.Min = min(p.Y.Min, 0)
+		p.Y.Max *= 1.4
 	}
 	p.Legend.Top = true
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)

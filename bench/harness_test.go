@@ -179,8 +179,16 @@ func TestCLIOutputsAndReport(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "results.json")); err != nil {
-		t.Error(err)
+	for _, f := range []string{"throughput.png", "handoff.png"} {
+		_ = os.Remove(filepath.Join(dir, f))
+	}
+	if code := run(context.Background(), []string{"-replot", dir}, &out, &errOut); code != exitOK {
+		t.Fatalf("-replot: exit %d: %s", code, errOut.String())
+	}
+	for _, f := range []string{"throughput.png", "handoff.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("-replot: %v", err)
+		}
 	}
 	out.Reset()
 	args = []string{"-inprocess", "-quiet", "-duration", "100ms", "-goroutines", "2", "-format", "csv"}

@@ -47,6 +47,7 @@ type cliFlags struct {
 	chaos     []string
 	inProcess bool
 	quiet     bool
+	replot    string
 }
 
 func envOr(k, def string) string {
@@ -84,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server), cut (connections), pause (SIGSTOP a holder for 1.5×TTL)")
 	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause chaos)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	fs.StringVar(&f.replot, "replot", "", "draw the charts of a -report directory again from its results.json, and run nothing")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -150,6 +152,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return exitError
+	}
+	if f.replot != "" {
+		if err := replot(f.replot); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+		return exitOK
 	}
 	results, err := runAll(ctx, f, stderr)
 	if err != nil {

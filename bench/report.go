@@ -112,6 +112,14 @@ func failureString(m map[string]uint64) string {
 	return strings.Join(parts, "; ")
 }
 
+// p50p99 formats a hand-off summary; "-" when there was none.
+func p50p99(l latency) string {
+	if l.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f/%.3f", l.P50, l.P99)
+}
+
 func writeTable(w io.Writer, rs []*runResult) error {
 	if len(rs) == 0 {
 		return nil
@@ -128,9 +136,9 @@ func writeTable(w io.Writer, rs []*runResult) error {
 		} else if r.Lock != lockLeasehold {
 			vs = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%.2f/%.2f/%.2f/%.1f\t%.3f/%.3f\t%.3f/%.3f\t%.3f\t%.2f/%.2f\t%d/%d\t%.2f\t%d\t%d\t%.2f\t%.0f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%.2f/%.2f/%.2f/%.1f\t%s\t%s\t%.3f\t%.2f/%.2f\t%d/%d\t%.2f\t%d\t%d\t%.2f\t%.0f\t%s\t\n",
 			r.Lock, r.Procs, r.Goroutines, r.PerSecond, r.Acquire.P50, r.Acquire.P90, r.Acquire.P99, r.Acquire.Max,
-			r.HandOff.P50, r.HandOff.P99, r.WaiterHandOff.P50, r.WaiterHandOff.P99, r.Fairness.Jain, r.Fairness.MinShare, r.Fairness.MaxShare,
+			p50p99(r.HandOff), p50p99(r.WaiterHandOff), r.Fairness.Jain, r.Fairness.MinShare, r.Fairness.MaxShare,
 			r.Wakeups.Notify, r.Wakeups.Poll, r.RoundTripsPerAcq, r.Safety.Overlaps, r.Safety.Rejections,
 			r.CPUSeconds, r.MaxRSSMiB, vs)
 	}

@@ -94,7 +94,8 @@ func TestRenewBatchFaultFailsWholeBatch(t *testing.T) {
 func TestRenewBatchWithReplicaConfirmation(t *testing.T) {
 	primary, replica := startReplicated(t)
 	c := redistest.NewClient(t, primary.Addr())
-	b := newTestBackend(t, c, WithReplicaConfirmation(1, 2*time.Second) // generous: a loaded machine may take long to ack)
+	// Generous: a loaded machine may take a while to acknowledge.
+	b := newTestBackend(t, c, WithReplicaConfirmation(1, 2*time.Second))
 	g := mustAcquire(t, b, "k", "alice", time.Minute)
 	reqs := []backend.RenewRequest{
 		{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute},
