@@ -32,20 +32,21 @@ func writeReport(dir string, rs []*runResult) error {
 	return writeCharts(dir, rs)
 }
 
-// replot draws the charts of dir again from its results.json.
-func replot(dir string) error {
+// replot draws the charts of dir again from its results.json and returns
+// its runs.
+func replot(dir string) ([]*runResult, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var j jsonReport
 	if err := json.Unmarshal(b, &j); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
 	}
 	if len(j.Runs) == 0 {
-		return fmt.Errorf("%s: no runs", filepath.Join(dir, "results.json"))
+		return nil, fmt.Errorf("%s: no runs", filepath.Join(dir, "results.json"))
 	}
-	return writeCharts(dir, j.Runs)
+	return j.Runs, writeCharts(dir, j.Runs)
 }
 
 // writeCharts draws throughput.png and handoff.png into dir.

@@ -85,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server), cut (connections), pause (SIGSTOP a holder for 1.5×TTL)")
 	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause chaos)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
-	fs.StringVar(&f.replot, "replot", "", "draw the charts of a -report directory again from its results.json, and run nothing")
+	fs.StringVar(&f.replot, "replot", "", "run nothing: print the results of a -report directory and draw its charts again, from its results.json")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -153,14 +153,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return exitError
 	}
+	var results []*runResult
 	if f.replot != "" {
-		if err := replot(f.replot); err != nil {
-			fmt.Fprintln(stderr, "bench:", err)
-			return exitError
-		}
-		return exitOK
+		results, err = replot(f.replot)
+	} else {
+		results, err = runAll(ctx, f, stderr)
 	}
-	results, err := runAll(ctx, f, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return exitError

@@ -28,7 +28,7 @@ func baseline(all []*runResult, r *runResult) *runResult {
 // leasehold is better on both).
 func ratios(all []*runResult, r *runResult) (thr, handoff float64, ok bool) {
 	b := baseline(all, r)
-	if b == nil || b == r || r.PerSecond == 0 || b.HandOff.P50 == 0 {
+	if b == nil || b == r || r.PerSecond == 0 || b.HandOff.N == 0 || r.HandOff.N == 0 {
 		return 0, 0, false
 	}
 	return b.PerSecond / r.PerSecond, r.HandOff.P50 / b.HandOff.P50, true
@@ -132,7 +132,7 @@ func writeTable(w io.Writer, rs []*runResult) error {
 	for _, r := range rs {
 		vs := "baseline"
 		if t, h, ok := ratios(rs, r); ok {
-			vs = fmt.Sprintf("leasehold ×%.2f thr, ×%.1f faster hand-off", t, h)
+			vs = fmt.Sprintf("leasehold: ×%.2f throughput, hand-off ×%.1f faster", t, h)
 		} else if r.Lock != lockLeasehold {
 			vs = "-"
 		}
