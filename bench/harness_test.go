@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -254,5 +255,46 @@ func TestProxyCut(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(buf); err == nil {
 		t.Error("the connection survived the cut")
+	}
+}
+
+// Chaos on the bench's own redis-server: a restart, a cut and a pause all
+// happen, and the run is still checked. (Overlaps are not asserted here: they
+// are what the run reports; see BENCHMARKS.md.)
+func TestChaosRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos takes a few seconds")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("LEASEHOLD_REQUIRE_SERVICES") == "1" {
+			t.Fatal("no redis-server on PATH")
+		}
+		t.Skip("no redis-server on PATH")
+	}
+	f := &cliFlags{base: runConfig{Backend: backendRedis, TTL: 400 * time.Millisecond}, chaos: []string{chaosRestart, chaosCut, chaosPause}}
+	cfg := testConfig(t, backendRedis, lockLeasehold, 2, 1, 2500*time.Millisecond)
+	cfg.TTL = 400 * time.Millisecond
+	plan, cleanup, err := setUpChaos(context.Background(), f, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if cfg.RedisAddr != plan.proxy.addr() || cfg.RestartGrace != cfg.TTL {
+		t.Fatalf("contenders must dial the proxy with a restart grace: %+v", cfg)
+	}
+	r, err := runOne(context.Background(), cfg, runOptions{launcher: execLauncher{}, chaos: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chaos) != 3 {
+		t.Fatalf("chaos log %q, want 3 actions", r.Chaos)
+	}
+	for i, want := range []string{"restart: redis-server killed", "cut: ", "pause: process "} {
+		if !strings.Contains(r.Chaos[i], want) {
+			t.Errorf("chaos %d: %q, want %q", i, r.Chaos[i], want)
+		}
+	}
+	if r.Safety.HoldingsChecked == 0 {
+		t.Error("no holding was checked")
 	}
 }

@@ -132,7 +132,7 @@ func writeTable(w io.Writer, rs []*runResult) error {
 	for _, r := range rs {
 		vs := "baseline"
 		if t, h, ok := ratios(rs, r); ok {
-			vs = fmt.Sprintf("leasehold: ×%.2f throughput, hand-off ×%.1f faster", t, h)
+			vs = fmt.Sprintf("leasehold: throughput ×%.2f, hand-off speed ×%.1f", t, h)
 		} else if r.Lock != lockLeasehold {
 			vs = "-"
 		}
