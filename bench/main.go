@@ -65,9 +65,9 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	f := &cliFlags{}
 	c := &f.base
 	fs.StringVar(&c.Backend, "backend", backendMemory, "store: memory, redis, postgres or sqlserver")
-	fs.StringVar(&c.RedisAddr, "redis", envOr("LEASEHOLD_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (default $LEASEHOLD_REDIS_ADDR or 127.0.0.1:6379)")
-	fs.StringVar(&c.PostgresDSN, "postgres", envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN (default $LEASEHOLD_POSTGRES_DSN or the local test database)")
-	fs.StringVar(&c.SQLServerDSN, "sqlserver", os.Getenv("LEASEHOLD_SQLSERVER_DSN"), "SQL Server DSN (default $LEASEHOLD_SQLSERVER_DSN)")
+	fs.StringVar(&c.RedisAddr, "redis", envOr("LEASEHOLD_REDIS_ADDR", "127.0.0.1:6379"), "Redis address; $LEASEHOLD_REDIS_ADDR sets the default")
+	fs.StringVar(&c.PostgresDSN, "postgres", envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN; $LEASEHOLD_POSTGRES_DSN sets the default")
+	fs.StringVar(&c.SQLServerDSN, "sqlserver", os.Getenv("LEASEHOLD_SQLSERVER_DSN"), "SQL Server DSN; $LEASEHOLD_SQLSERVER_DSN sets the default")
 	locks := fs.String("locks", "", "comma-separated contenders: leasehold, redislock, redsync (redis), pglock-protocol (postgres), unsafe (default: leasehold and every peer the backend has)")
 	procs := fs.String("procs", "1", "worker processes; a comma-separated list sweeps the number of contenders")
 	fs.IntVar(&c.Goroutines, "goroutines", 4, "contending goroutines per process")
