@@ -66,8 +66,10 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	c := &f.base
 	fs.StringVar(&c.Backend, "backend", backendMemory, "store: memory, redis, postgres or sqlserver")
 	fs.StringVar(&c.RedisAddr, "redis", envOr("LEASEHOLD_REDIS_ADDR", "127.0.0.1:6379"), "Redis address; $LEASEHOLD_REDIS_ADDR sets the default")
-	fs.StringVar(&c.PostgresDSN, "postgres", envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN; $LEASEHOLD_POSTGRES_DSN sets the default")
-	fs.StringVar(&c.SQLServerDSN, "sqlserver", os.Getenv("LEASEHOLD_SQLSERVER_DSN"), "SQL Server DSN; $LEASEHOLD_SQLSERVER_DSN sets the default")
+	// DSN defaults are resolved after parsing, so that -h never prints a
+	// password taken from the environment.
+	fs.StringVar(&c.PostgresDSN, "postgres", "", "PostgreSQL DSN (default $LEASEHOLD_POSTGRES_DSN, else the local test database)")
+	fs.StringVar(&c.SQLServerDSN, "sqlserver", "", "SQL Server DSN (default $LEASEHOLD_SQLSERVER_DSN)")
 	locks := fs.String("locks", "", "comma-separated contenders: leasehold, redislock, redsync (redis), pglock-protocol (postgres), unsafe (default: leasehold and every peer the backend has)")
 	procs := fs.String("procs", "1", "worker processes; a comma-separated list sweeps the number of contenders")
 	fs.IntVar(&c.Goroutines, "goroutines", 4, "contending goroutines per process")
@@ -88,6 +90,12 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.StringVar(&f.replot, "replot", "", "run nothing: print the results of a -report directory and draw its charts again, from its results.json")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if c.PostgresDSN == "" {
+		c.PostgresDSN = envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	if c.SQLServerDSN == "" {
+		c.SQLServerDSN = os.Getenv("LEASEHOLD_SQLSERVER_DSN")
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", errConfig, fs.Arg(0))
