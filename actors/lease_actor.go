@@ -142,6 +142,12 @@ func (a *leaseActor) toBackend(ctx actor.Context, req any) {
 }
 
 func (a *leaseActor) handle(ctx actor.Context, msg any) {
+	// Whatever the message, a holding past its local deadline is lost first:
+	// after a pause of the process, a Release or Renew may be handled before
+	// the deadline timer's tick.
+	if c := a.cur; c != nil && !time.Now().Before(c.deadline) {
+		a.lose(ctx, messages.ReasonExpired, messages.ErrDeadlinePassed)
+	}
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
@@ -320,6 +326,7 @@ func acquireError(m *messages.Acquire, err error) error {
 func (a *leaseActor) hold(ctx actor.Context, m *messages.Acquire, g backend.Grant) {
 	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, m.Metadata, g.Token, g.ExpiresAt)
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acqSent, m.TTL)}
+	h.SetDeadline(a.cur.deadline)
 	a.cfg.Held.add(h)
 	if a.cur.auto {
 		a.cur.nextRenew = time.Now().Add(spread(a.cur.renewEvery))
@@ -431,6 +438,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
 		c.deadline = localDeadline(c.renewSent, c.renewTTL)
+		c.h.SetDeadline(c.deadline)
 		if c.auto {
 			c.nextRenew = time.Now().Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL)))
 		}
@@ -468,7 +476,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
 	c, now := a.cur, time.Now()
 	if !now.Before(c.deadline) {
-		a.lose(ctx, messages.ReasonExpired, errors.New("no renewal confirmed before the local deadline"))
+		a.lose(ctx, messages.ReasonExpired, messages.ErrDeadlinePassed)
 		return
 	}
 	if !c.nextRenew.IsZero() && !now.Before(c.nextRenew) {
@@ -499,6 +507,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 	c := a.cur
 	err := fmt.Errorf("%w: lease %q (token %d): %w", messages.ErrLost, c.h.Name, c.h.Token, cause)
 	a.end(err, true)
+	err = c.h.Err() // the handle may have found the deadline passed first
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
 	ctx.Send(a.hub, &messages.Publish{Event: messages.Lost{
 		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,

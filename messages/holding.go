@@ -2,6 +2,8 @@ package messages
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -25,6 +27,7 @@ type Holding struct {
 	lost      chan struct{}
 	isLost    bool
 	expiresAt time.Time
+	deadline  time.Time // local, monotonic: past it the holding counts as lost
 	err       error
 }
 
@@ -37,6 +40,7 @@ func NewHolding(name, key, owner, metadata string, token uint64, expiresAt time.
 func (h *Holding) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.checkDeadlineLocked()
 	if h.ctx == nil {
 		h.ctx, h.cancel = context.WithCancelCause(context.Background())
 		if h.err != nil {
@@ -50,6 +54,7 @@ func (h *Holding) Context() context.Context {
 func (h *Holding) Lost() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.checkDeadlineLocked()
 	if h.lost == nil {
 		h.lost = make(chan struct{})
 		if h.isLost {
@@ -77,14 +82,42 @@ func (h *Holding) SetExpiresAt(t time.Time) {
 func (h *Holding) Err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.checkDeadlineLocked()
 	return h.err
 }
+
+// SetDeadline records the local deadline of the last confirmed acquire or
+// renewal.
+func (h *Holding) SetDeadline(t time.Time) {
+	h.mu.Lock()
+	h.deadline = t
+	h.mu.Unlock()
+}
+
+// checkDeadlineLocked ends the holding as lost when its local deadline has
+// passed. The lease actor does so too, at its deadline timer; but after a
+// pause of the whole process (SIGSTOP, a VM stall) the holder's own goroutine
+// may run before that timer's message is handled, and must not be told it
+// still holds a lease whose TTL has run out.
+func (h *Holding) checkDeadlineLocked() {
+	if h.err == nil && !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+		h.endLocked(fmt.Errorf("%w: lease %q (token %d): %w", ErrLost, h.Name, h.Token, ErrDeadlinePassed), true)
+	}
+}
+
+// ErrDeadlinePassed is the cause of a loss found when the local deadline had
+// already passed (no renewal was confirmed in time).
+var ErrDeadlinePassed = errors.New("no renewal confirmed before the local deadline")
 
 // End ends the holding with err (wrapping ErrLost or ErrReleased). Only the
 // first call counts; it reports whether it was the first.
 func (h *Holding) End(err error, lost bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.endLocked(err, lost)
+}
+
+func (h *Holding) endLocked(err error, lost bool) bool {
 	if h.err != nil {
 		return false
 	}
