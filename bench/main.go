@@ -48,6 +48,9 @@ type cliFlags struct {
 	inProcess bool
 	quiet     bool
 	replot    string
+	scale     int           // > 0: scale mode with this many leases
+	renew     time.Duration // scale mode: renewal period (0: TTL/3)
+	scaleTTL  bool          // -ttl was given
 }
 
 func envOr(k, def string) string {
@@ -88,9 +91,16 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause chaos)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.replot, "replot", "", "run nothing: print the results of a -report directory and draw its charts again, from its results.json")
+	fs.IntVar(&f.scale, "scale", 0, "scale mode: acquire this many leases in one process and keep them alive for -duration (TTL -ttl, default 3s; renewed every -renew), with redislock's one refresh per lock alongside on redis")
+	fs.DurationVar(&f.renew, "renew", 0, "scale mode: renewal period (default TTL/3)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "ttl" {
+			f.scaleTTL = true
+		}
+	})
 	if c.PostgresDSN == "" {
 		c.PostgresDSN = envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	}
@@ -160,6 +170,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return exitError
+	}
+	if f.scale > 0 {
+		return runScaleCLI(ctx, f, stdout, stderr)
 	}
 	var results []*runResult
 	if f.replot != "" {
