@@ -47,7 +47,12 @@ type scaleResult struct {
 	CPUCores         float64 `json:"cpu_cores"` // process CPU seconds per second of the hold phase
 	HeapPerLease     float64 `json:"heap_bytes_per_lease"`
 	Losses           int     `json:"losses"`
+	// LossCauses counts losses by reason and error (leasehold only).
+	LossCauses map[string]int `json:"loss_causes,omitempty"`
 }
+
+// scaleAcquirers is how many goroutines acquire the leases at the start.
+const scaleAcquirers = 16
 
 // scaleCounts counts renewals and round trips under the Manager.
 type scaleCounts struct{ renewals, roundTrips atomic.Int64 }
@@ -166,10 +171,16 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 		return res, err
 	}
 	defer m.Close(context.Background())
+	sub := m.Subscribe(c.Leases)
+	defer sub.Close()
 
 	start := time.Now()
 	leases := make([]*leasehold.Lease, c.Leases)
-	err = scaleParallel(ctx, c.Leases, 64, func(i int) error {
+	// Acquire on fewer goroutines than the connection pool has connections,
+	// so that renewals of the leases already held always find one (with the
+	// pool saturated by acquires, renewals queue past their deadlines and the
+	// leases are lost: safe, but not what this run measures).
+	err = scaleParallel(ctx, c.Leases, scaleAcquirers, func(i int) error {
 		l, err := m.Acquire(ctx, fmt.Sprint("lease-", i), leasehold.WithTTL(c.TTL), leasehold.WithRenewEvery(c.RenewEvery))
 		leases[i] = l
 		return err
@@ -194,6 +205,11 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 			res.Losses++
 		}
 	}
+	res.LossCauses = map[string]int{}
+	for len(sub.Events()) > 0 {
+		ev := <-sub.Events()
+		res.LossCauses[ev.Reason.String()+": "+ev.Err.Error()]++
+	}
 	_ = scaleParallel(ctx, c.Leases, 64, func(i int) error { return leases[i].Release(ctx) })
 	return res, nil
 }
@@ -209,7 +225,7 @@ func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress 
 	locker := redislock.New(client)
 	start := time.Now()
 	locks := make([]*redislock.Lock, c.Leases)
-	err := scaleParallel(ctx, c.Leases, 64, func(i int) error {
+	err := scaleParallel(ctx, c.Leases, scaleAcquirers, func(i int) error {
 		roundTrips.Add(1)
 		l, err := locker.Obtain(ctx, fmt.Sprint(prefix, "redislock-", i), c.TTL, nil)
 		locks[i] = l

@@ -73,7 +73,15 @@ func writeScale(w io.Writer, format string, c scaleConfig, rs []scaleResult) err
 		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.1f\t%.1f\t%.0f\t%d\t%s\t%s\t\n", r.System, r.AcquireAllSec, r.RenewalsPerSec,
 			r.RoundTripsPerSec, 100*r.CPUCores, r.HeapPerLease, r.Losses, ratio(r.RoundTripsPerSec, base.RoundTripsPerSec), ratio(r.CPUCores, base.CPUCores))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		for cause, n := range r.LossCauses {
+			fmt.Fprintf(w, "%s: %d lost: %s\n", r.System, n, cause)
+		}
+	}
+	return nil
 }
 
 func f3(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
