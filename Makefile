@@ -32,4 +32,4 @@ fuzz:
 
 # Not part of `make test`: the engine's own cost against a mutex-map floor.
 bench:
-	$(GO) test -run '^$$' -bench 'Memory|MutexMap' -count 6 ./bench
+	$(GO) test -run '^$$' -bench 'MemoryAcquireRelease|MutexMapAcquireRelease' -count 6 ./bench

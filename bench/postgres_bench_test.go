@@ -83,23 +83,7 @@ func BenchmarkPostgresAcquireRelease(b *testing.B) {
 	for _, g := range []int{1, 16} {
 		gs := "goroutines=" + strconv.Itoa(g)
 		b.Run("leasehold/"+gs, func(b *testing.B) {
-			be := newPGBench(b).backend(b)
-			m, err := leasehold.New(be)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close(context.Background())
-			ctx := context.Background()
-			runOps(b, g, func(name string) error {
-				l, err := m.Acquire(ctx, name)
-				if errors.Is(err, leasehold.ErrNotAcquired) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				return l.Release(ctx)
-			})
+			benchLeasehold(b, newPGBench(b).backend(b), g)
 		})
 		b.Run("backend/"+gs, func(b *testing.B) {
 			be := newPGBench(b).backend(b)

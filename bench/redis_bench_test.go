@@ -14,7 +14,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	lhredis "github.com/leasehold/leasehold/backend/redis"
 )
@@ -92,22 +91,7 @@ func BenchmarkRedisAcquireRelease(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer be.Close()
-			m, err := leasehold.New(be)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close(context.Background())
-			ctx := context.Background()
-			runOps(b, g, func(name string) error {
-				l, err := m.Acquire(ctx, name)
-				if errors.Is(err, leasehold.ErrNotAcquired) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				return l.Release(ctx)
-			})
+			benchLeasehold(b, be, g)
 		})
 		b.Run("redislock/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			c := benchClient(b)

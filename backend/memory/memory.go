@@ -51,10 +51,7 @@ func (b *Backend) Immediate() {}
 
 // Acquire grants r.Key when free, expired or already held by r.Owner.
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
-	if err := r.Validate(); err != nil {
-		return backend.Grant{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
 	b.mu.Lock()
@@ -80,10 +77,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 
 // Renew extends a live holding of (Key, Owner, Token).
 func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
-	if err := r.Validate(); err != nil {
-		return backend.Grant{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
 	b.mu.Lock()
@@ -121,10 +115,7 @@ func (b *Backend) renewLocked(now time.Time, r backend.RenewRequest) (backend.Gr
 
 // Release ends the holding of (Key, Owner, Token); Token 0 matches any token.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := check(ctx, r.Validate()); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -186,4 +177,12 @@ func (b *Backend) deleteLocked(key string) {
 	if len(b.leases) == 0 {
 		b.leases = map[string]*entry{} // Go maps never shrink: start afresh when empty
 	}
+}
+
+// check returns the request's validation error, else the context's.
+func check(ctx context.Context, invalid error) error {
+	if invalid != nil {
+		return invalid
+	}
+	return ctx.Err()
 }
