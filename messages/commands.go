@@ -91,6 +91,9 @@ type Unsubscribe struct{ Sink *Sink }
 // waiters with ErrClosed and release every holding. Reply is closed when done.
 type Shutdown struct{ Reply chan struct{} }
 
+// IgnoreDeadLetterLogging marks every message of the protocol: one that
+// reaches a stopped actor (a late tick, a result after a forced stop) is
+// expected, not news.
 func (*Acquire) IgnoreDeadLetterLogging()     {}
 func (*CancelWait) IgnoreDeadLetterLogging()  {}
 func (*Renew) IgnoreDeadLetterLogging()       {}

@@ -6,7 +6,13 @@
 //	lease actor ──ticks──▶ itself (renew, local deadline, retry, wait timeout)
 //	backend actor ──ReleaseNotice──▶ registry ──▶ lease actor (wakes waiters)
 //	lease actor ──Publish──▶ event hub ──▶ subscribers (never blocks)
-//	lease actor ──Idle / ShutdownDone──▶ registry
+//	lease actor ──Idle / ShutdownDone / LeaseStopped──▶ registry
+//
+// The files: commands.go (what the public API sends, and the Ticket that
+// settles a grant racing a caller who gives up), backend.go (backend calls and
+// their results), ticks.go (timers), notices.go (release notices, loss
+// events), lifecycle.go (how lease actors come and go), holding.go (the state
+// a lease actor shares with the public Lease handle), events.go, errors.go.
 //
 // Commands from the public API carry a reply channel (buffered, size 1) rather
 // than using protoactor futures: the caller selects on it and on its context,

@@ -54,6 +54,7 @@ type faultyWatcher struct {
 	w backend.ReleaseWatcher
 }
 
+// WatchReleases passes the wrapped backend's notifications through.
 func (f faultyWatcher) WatchReleases(ctx context.Context, fn func(string)) error {
 	return f.w.WatchReleases(ctx, fn)
 }
@@ -61,8 +62,14 @@ func (f faultyWatcher) WatchReleases(ctx context.Context, fn func(string)) error
 // Calls is the total number of backend calls so far.
 func (f *Faulty) Calls() int64 { return f.Acquires.Load() + f.Renews.Load() + f.Releases.Load() }
 
+// Info is the wrapped backend's.
 func (f *Faulty) Info() backend.Info { return f.B.Info() }
-func (f *Faulty) Close() error       { return nil }
+
+// Close does nothing: the wrapped backend belongs to the test.
+func (f *Faulty) Close() error { return nil }
+
+// Acquire counts, waits AcquireDelay, acquires (even if ctx ends meanwhile,
+// like a request already on the wire) and may then fail (FailAfterAcquire).
 
 func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	f.Acquires.Add(1)
@@ -76,6 +83,7 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	return g, err
 }
 
+// Renew counts and may fail (FailRenew).
 func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	f.Renews.Add(1)
 	if f.FailRenew.Load() {
@@ -102,6 +110,7 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 	return out, nil
 }
 
+// Release counts, waits ReleaseDelay and may fail (FailRelease).
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	f.Releases.Add(1)
 	if d := f.ReleaseDelay.Load(); d > 0 {

@@ -1,0 +1,21 @@
+package messages
+
+// Timer ticks a lease actor sends itself (scheduler.SendOnce). Gen is the
+// generation the timer was armed with; a tick from a timer that was cancelled
+// or re-armed since carries an older generation and is ignored, so a late tick
+// can never act on newer state.
+
+// HoldTick: the holding's one timer, armed for the earlier of its next
+// renewal and its local deadline.
+type HoldTick struct{ Gen uint64 }
+
+// RetryTick: time for the head waiter to try again (poll backoff, bounded by
+// the holder's expiry).
+type RetryTick struct{ Gen uint64 }
+
+// WaitTimeout: the wait of the Acquire behind Ticket has run out.
+type WaitTimeout struct{ Ticket *Ticket }
+
+func (*HoldTick) IgnoreDeadLetterLogging()    {}
+func (*RetryTick) IgnoreDeadLetterLogging()   {}
+func (*WaitTimeout) IgnoreDeadLetterLogging() {}
