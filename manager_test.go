@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
 	"go.uber.org/goleak"
@@ -338,5 +339,44 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 	settle(after1, 300*n, "after releasing round 2, against round 1")
 	if b.Len() != 0 {
 		t.Errorf("backend still holds %d leases", b.Len())
+	}
+}
+
+// panicky panics in its calls while armed.
+type panicky struct {
+	backend.Backend
+	armed atomic.Bool
+}
+
+func (p *panicky) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
+	g, err := p.Backend.Acquire(ctx, r)
+	if p.armed.Load() {
+		panic("bug in a backend")
+	}
+	return g, err
+}
+
+// TestBackendPanicIsAnError: a backend that panics after granting neither
+// crashes the process nor leaves the grant behind.
+func TestBackendPanicIsAnError(t *testing.T) {
+	store := memory.New()
+	p := &panicky{Backend: store}
+	p.armed.Store(true)
+	m, err := leasehold.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, "job"); err == nil || errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Fatalf("Acquire = %v, want the panic as an error", err)
+	}
+	g, err := store.Acquire(ctx, backend.AcquireRequest{Key: "job", Owner: "someone-else", TTL: time.Second})
+	if err != nil || !g.Acquired {
+		t.Fatalf("the panicking grant was left behind: %+v, %v", g, err)
+	}
+	p.armed.Store(false)
+	if _, err := m.Acquire(ctx, "other"); err != nil {
+		t.Fatalf("the Manager does not work after a backend panic: %v", err)
 	}
 }

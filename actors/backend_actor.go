@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -148,7 +149,15 @@ func (a *backendActor) exec(fn func()) {
 // Calls are bounded by base (cancelled when the backend actor stops) as well
 // as by the requester's context; immediate backends return at once, so their
 // calls skip that bookkeeping.
-func perform(b backend.Backend, base context.Context, immediate bool, req any) any {
+func perform(b backend.Backend, base context.Context, immediate bool, req any) (result any) {
+	// A panicking backend is a bug, but not one that may take the process
+	// down or leave a lease actor without an answer: it becomes a failed call
+	// (an acquire is then cleaned up with a release, a renewal retried).
+	defer func() {
+		if r := recover(); r != nil {
+			result = failed(req, fmt.Errorf("%w: %v", ErrBackendPanic, r))
+		}
+	}()
 	switch m := req.(type) {
 	case *messages.BackendAcquire:
 		ctx, done := bound(base, m.Ctx, immediate)
@@ -170,6 +179,22 @@ func perform(b backend.Backend, base context.Context, immediate bool, req any) a
 		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
 	}
 	panic("leasehold: not a backend request")
+}
+
+// ErrBackendPanic wraps the value of a backend call that panicked.
+var ErrBackendPanic = errors.New("leasehold: backend panicked")
+
+// failed is the result of req failing with err.
+func failed(req any, err error) any {
+	switch m := req.(type) {
+	case *messages.BackendAcquire:
+		return &messages.AcquireResult{Seq: m.Seq, Err: err}
+	case *messages.BackendRenew:
+		return &messages.RenewResult{Seq: m.Seq, Err: err}
+	case *messages.BackendRelease:
+		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
+	}
+	return nil
 }
 
 // bound derives a call context from the requester's ctx (nil: a cleanup with

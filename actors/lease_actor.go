@@ -87,8 +87,9 @@ type leaseActor struct {
 	seq      uint64
 	acqSent  time.Time
 	relReply chan<- error
-	polling  bool  // the head waiter waits for a retry tick or a release notice
-	holdT    timer // the holding's renewals and local deadline
+	relThen  func() // runs when the release in flight is answered
+	polling  bool   // the head waiter waits for a retry tick or a release notice
+	holdT    timer  // the holding's renewals and local deadline
 	retryT   timer
 
 	// An Immediate backend (memory) is called right here rather than through
@@ -279,7 +280,8 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		if !errors.Is(r.Err, backend.ErrInvalidRequest) {
 			// The grant may have happened with the answer lost: release
 			// whatever this owner holds under the key before anyone goes on.
-			a.startRelease(ctx, 0, nil, nil)
+			a.releaseThenReply(ctx, 0, m, acquireError(m, r.Err))
+			return
 		}
 		m.Reply <- messages.AcquireReply{Err: acquireError(m, r.Err)}
 
@@ -298,11 +300,9 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		a.popHead()
 		switch {
 		case a.shutdown:
-			a.startRelease(ctx, r.Grant.Token, nil, nil)
-			m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			a.releaseThenReply(ctx, r.Grant.Token, m, messages.ErrClosed)
 		case !localDeadline(a.acqSent, m.TTL).After(time.Now()):
-			a.startRelease(ctx, r.Grant.Token, nil, nil)
-			m.Reply <- messages.AcquireReply{Err: fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL)}
+			a.releaseThenReply(ctx, r.Grant.Token, m, fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL))
 		case !m.Ticket.Claim():
 			// The caller gave up while the grant was on its way.
 			a.startRelease(ctx, r.Grant.Token, nil, nil)
@@ -541,10 +541,18 @@ func (a *leaseActor) onRelease(ctx actor.Context, m *messages.Release) {
 	a.startRelease(ctx, c.h.Token, m, m.Reply)
 }
 
+// releaseThenReply gives back a grant the caller of m cannot have, and only
+// once the backend has answered tells the caller err: nothing granted is left
+// unowned behind an error.
+func (a *leaseActor) releaseThenReply(ctx actor.Context, token uint64, m *messages.Acquire, err error) {
+	a.startRelease(ctx, token, nil, nil)
+	a.relThen = func() { m.Reply <- messages.AcquireReply{Err: err} }
+}
+
 // startRelease releases (key, owner, token) on the backend; token 0 releases
 // whatever this owner holds there. The next acquire waits for its answer.
 func (a *leaseActor) startRelease(ctx actor.Context, token uint64, m *messages.Release, reply chan<- error) {
-	a.op, a.seq, a.relReply = opReleasing, a.seq+1, reply
+	a.op, a.seq, a.relReply, a.relThen = opReleasing, a.seq+1, reply, nil
 	req := &messages.BackendRelease{
 		Seq:     a.seq,
 		Req:     backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: token},
@@ -569,6 +577,10 @@ func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
 	if a.relReply != nil {
 		a.relReply <- err
 		a.relReply = nil
+	}
+	if then := a.relThen; then != nil {
+		a.relThen = nil
+		then()
 	}
 }
 
@@ -613,6 +625,10 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 	if a.relReply != nil {
 		a.relReply <- messages.ErrClosed
 		a.relReply = nil
+	}
+	if then := a.relThen; then != nil {
+		a.relThen = nil
+		then()
 	}
 }
 

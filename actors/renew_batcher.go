@@ -94,7 +94,7 @@ func (a *backendActor) flush(batch []*messages.BackendRenew) {
 			}
 		}
 		ctx, cancel := context.WithDeadline(a.base, deadline)
-		results, err := a.batch.b.RenewBatch(ctx, reqs)
+		results, err := renewBatch(ctx, a.batch.b, reqs)
 		cancel()
 		if err == nil && len(results) != len(batch) {
 			err = fmt.Errorf("leasehold: backend answered %d renewals for a batch of %d", len(results), len(batch))
@@ -107,4 +107,14 @@ func (a *backendActor) flush(batch []*messages.BackendRenew) {
 			a.root.Send(m.ReplyTo, res)
 		}
 	})
+}
+
+// renewBatch calls b, turning a panic into a failed batch (see perform).
+func renewBatch(ctx context.Context, b backend.BatchRenewer, reqs []backend.RenewRequest) (results []backend.RenewResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			results, err = nil, fmt.Errorf("%w: %v", ErrBackendPanic, r)
+		}
+	}()
+	return b.RenewBatch(ctx, reqs)
 }
