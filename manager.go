@@ -196,6 +196,9 @@ func (m *Manager) Held() []LeaseInfo {
 	hs := m.held.Snapshot()
 	out := make([]LeaseInfo, 0, len(hs))
 	for _, h := range hs {
+		if h.Err() != nil {
+			continue // its local deadline passed; the lease actor has yet to notice
+		}
 		out = append(out, LeaseInfo{Name: h.Name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt(), Metadata: h.Metadata})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
