@@ -80,7 +80,6 @@ type leaseActor struct {
 	idleSent bool
 	shutdown bool
 	doneSent bool
-	notified bool // the backend announces releases
 	cur      *holding
 	waiters  []*waiter
 	op       op
