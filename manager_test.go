@@ -380,3 +380,27 @@ func TestBackendPanicIsAnError(t *testing.T) {
 		t.Fatalf("the Manager does not work after a backend panic: %v", err)
 	}
 }
+
+// TestGrantAfterItsDeadlineIsGivenBack: a grant that arrives after its own
+// local deadline is useless (the backend may free it any moment); it is
+// released before the caller hears of it.
+func TestGrantAfterItsDeadlineIsGivenBack(t *testing.T) {
+	store := memory.New()
+	f, b := backendtest.Wrap(store)
+	m, err := leasehold.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	f.AcquireDelay.Store(int64(100 * time.Millisecond))
+	_, err = m.Acquire(context.Background(), "job", leasehold.WithTTL(50*time.Millisecond))
+	if err == nil || errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Fatalf("Acquire = %v, want an error about the late grant", err)
+	}
+	if n := store.Len(); n != 0 {
+		t.Errorf("%d leases left in the store after the error was reported", n)
+	}
+	if len(m.Held()) != 0 {
+		t.Errorf("Held() = %v", m.Held())
+	}
+}
