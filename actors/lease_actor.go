@@ -88,6 +88,7 @@ type leaseActor struct {
 	relReply chan<- error
 	relThen  func() // runs when the release in flight is answered
 	polling  bool   // the head waiter waits for a retry tick or a release notice
+	noticed  bool   // a release notice came while an acquire was in flight
 	holdT    timer  // the holding's renewals and local deadline
 	retryT   timer
 
@@ -256,7 +257,7 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 		if a.polling {
 			return
 		}
-		a.op, a.seq, a.acqSent = opAcquiring, a.seq+1, time.Now()
+		a.op, a.seq, a.acqSent, a.noticed = opAcquiring, a.seq+1, time.Now(), false
 		a.toBackend(ctx, &messages.BackendAcquire{
 			Seq: a.seq,
 			Req: backend.AcquireRequest{Key: a.key, Owner: a.cfg.Owner, TTL: w.m.TTL, Metadata: w.m.Metadata},
@@ -289,6 +290,10 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
 			a.popHead()
 			m.Reply <- busy
+			return
+		}
+		if a.noticed { // released meanwhile: try again at once
+			w.attempts = 0
 			return
 		}
 		a.polling = true
@@ -358,10 +363,15 @@ func (a *leaseActor) dropWaiter(t *messages.Ticket, err error) {
 
 // wake retries the head waiter now: the key was released somewhere.
 func (a *leaseActor) wake() {
-	if a.polling {
+	switch {
+	case a.polling:
 		a.retryT.stop()
 		a.polling = false
 		a.waiters[0].attempts = 0
+	case a.op == opAcquiring:
+		// The release may have come after the attempt in flight was
+		// answered "busy" on the server: retry as soon as it returns.
+		a.noticed = true
 	}
 }
 

@@ -63,15 +63,17 @@ const (
 )
 
 // pollDelay is the pause before the next attempt after `attempt` refusals,
-// exponential with jitter and capped, and never later than just after the
-// holder's expiry (expiry sends no notification).
+// and never later than just after the holder's expiry (expiry sends no
+// notification). Without release notifications it backs off exponentially
+// from a few milliseconds, with jitter. With them, a release wakes the waiter
+// at once (also one that happens while an attempt is in flight), so polling
+// is only the safety net for a lost notification: every process's waiter
+// polling a hot name would multiply the store's load for nothing.
 func pollDelay(attempt int, notified bool, holderExpiresAt time.Time) time.Duration {
-	limit := pollCapPolling
+	d := jitter(min(pollFirst<<min(attempt, 20), pollCapPolling))
 	if notified {
-		limit = pollCapNotified
+		d = jitter(pollCapNotified)
 	}
-	d := pollFirst << min(attempt, 20)
-	d = jitter(min(d, limit))
 	if !holderExpiresAt.IsZero() {
 		untilExpiry := time.Until(holderExpiresAt) + time.Millisecond
 		d = min(d, max(untilExpiry, time.Millisecond))
