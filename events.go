@@ -64,13 +64,11 @@ func newSubscription(buffer int) *Subscription {
 }
 
 // deliver runs on the event hub; it never blocks.
-func (s *Subscription) deliver(e messages.Lost) bool {
+func (s *Subscription) deliver(e messages.Lost) {
 	select {
 	case s.events <- LostEvent{Name: e.Name, Owner: e.Owner, Token: e.Token, Reason: LostReason(e.Reason), At: e.At, Err: e.Err}:
-		return true
 	default:
 		s.dropped.Add(1)
-		return false
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,7 +36,6 @@ type Manager struct {
 	held      *actors.HeldSet
 
 	closed    atomic.Bool
-	closeMu   sync.Mutex
 	closeDone chan struct{}
 	closeErr  error
 }
@@ -213,10 +211,7 @@ func (m *Manager) Held() []LeaseInfo {
 // for the remaining releases (those leases expire by their TTL) and returns
 // ctx's error.
 func (m *Manager) Close(ctx context.Context) error {
-	m.closeMu.Lock()
-	first := !m.closed.Swap(true)
-	m.closeMu.Unlock()
-	if !first {
+	if m.closed.Swap(true) { // not the first Close: wait for the first
 		select {
 		case <-m.closeDone:
 			return m.closeErr

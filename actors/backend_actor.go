@@ -16,10 +16,12 @@ import (
 // abandoned grant or an ambiguous acquire), which has no caller context.
 const cleanupTimeout = 10 * time.Second
 
-// backendActor owns the Backend. Calls run on their own goroutines (bounded by
-// a semaphore that goroutines, not the mailbox, wait on), except for Immediate
-// backends, which are called inline. Stopping cancels every call in flight and
-// waits for its goroutine, so nothing outlives the Manager.
+// backendActor owns the Backend: it makes the calls off its mailbox, on a few
+// long-lived workers (a goroutine of its own for a call when all are busy; a
+// semaphore that goroutines, not the mailbox, wait on bounds them), batches
+// renewals for a BatchRenewer, and keeps the one release watch. (Lease actors
+// call an Immediate backend themselves.) Stopping cancels every call in flight
+// and waits for it, so nothing outlives the Manager.
 type backendActor struct {
 	cfg      *Config
 	registry *actor.PID
@@ -75,19 +77,19 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			})
 		}
 	case *messages.BackendAcquire:
-		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
+		a.run(m.ReplyTo, m)
 	case *messages.BackendRenew:
 		if a.batch != nil {
 			a.batch.add(ctx, m, a.flush)
 			return
 		}
-		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
+		a.run(m.ReplyTo, m)
 	case *messages.FlushTick:
 		if a.batch != nil {
 			a.batch.tick(ctx, m, a.flush)
 		}
 	case *messages.BackendRelease:
-		a.run(ctx, m.ReplyTo, func() any { return perform(a.cfg.Backend, a.base, a.inline, m) })
+		a.run(m.ReplyTo, m)
 	case *actor.Stopping:
 		if a.batch != nil {
 			a.batch.stop()
@@ -100,14 +102,10 @@ func (a *backendActor) Receive(ctx actor.Context) {
 	}
 }
 
-// run performs call and sends its result to replyTo without blocking the
-// mailbox.
-func (a *backendActor) run(ctx actor.Context, replyTo *actor.PID, call func() any) {
-	if a.inline {
-		ctx.Send(replyTo, call())
-		return
-	}
-	a.exec(func() { a.root.Send(replyTo, call()) })
+// run makes the call req asks for and sends its result to replyTo, off the
+// mailbox. (Immediate backends never get here: lease actors call them.)
+func (a *backendActor) run(replyTo *actor.PID, req any) {
+	a.exec(func() { a.root.Send(replyTo, perform(a.cfg.Backend, a.base, false, req)) })
 }
 
 // callWorkers is how many long-lived goroutines make backend calls. A call on

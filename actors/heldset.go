@@ -41,10 +41,3 @@ func (s *HeldSet) Snapshot() []*messages.Holding {
 	}
 	return out
 }
-
-// Len is the number of holdings held now.
-func (s *HeldSet) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}

@@ -49,20 +49,6 @@ type holding struct {
 	queued       []*messages.Renew // explicit Renews that arrived during one
 }
 
-// timer is one re-armable SendOnce; a tick counts only if it carries gen.
-type timer struct {
-	cancel scheduler.CancelFunc
-	gen    uint64
-}
-
-func (t *timer) stop() {
-	if t.cancel != nil {
-		t.cancel()
-		t.cancel = nil
-	}
-	t.gen = 0
-}
-
 // leaseActor owns the state machine of one key. See package doc.
 type leaseActor struct {
 	cfg      *Config
@@ -73,7 +59,6 @@ type leaseActor struct {
 	hub      *actor.PID
 	self     *actor.PID
 	timers   *scheduler.TimerScheduler
-	gen      uint64
 
 	handled  uint64 // commands received from the registry
 	idleAt   uint64 // handled when Idle was last reported
@@ -178,13 +163,11 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	case *messages.ReleaseResult:
 		a.onReleaseResult(m)
 	case *messages.HoldTick:
-		if a.cur != nil && m.Gen == a.holdT.gen {
-			a.holdT.gen = 0
+		if a.cur != nil && a.holdT.fired(m.Gen) {
 			a.onHoldTick(ctx)
 		}
 	case *messages.RetryTick:
-		if m.Gen == a.retryT.gen {
-			a.retryT.gen = 0
+		if a.retryT.fired(m.Gen) {
 			a.polling = false
 		}
 	case *messages.WaitTimeout:
@@ -297,7 +280,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 			return
 		}
 		a.polling = true
-		a.arm(&a.retryT, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresAt), func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.retryT.arm(a.timers, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresAt), a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:
@@ -507,7 +490,7 @@ func (a *leaseActor) armHold() {
 	if !c.nextRenew.IsZero() && c.nextRenew.Before(at) {
 		at = c.nextRenew
 	}
-	a.arm(&a.holdT, time.Until(at), func(g uint64) any { return &messages.HoldTick{Gen: g} })
+	a.holdT.arm(a.timers, time.Until(at), a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
 }
 
 // lose ends the current holding as lost, tells the subscribers, and releases
@@ -642,13 +625,6 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 }
 
 // ---- helpers
-
-func (a *leaseActor) arm(t *timer, d time.Duration, tick func(gen uint64) any) {
-	t.stop()
-	a.gen++
-	t.gen = a.gen
-	t.cancel = a.timers.SendOnce(max(d, 0), a.self, tick(t.gen))
-}
 
 func sendAll(replies []chan<- error, err error) {
 	for _, r := range replies {

@@ -46,7 +46,6 @@ type registry struct {
 	timers *scheduler.TimerScheduler
 	sweeps uint64 // sweeps done
 	sweepT timer
-	gen    uint64
 
 	closing      bool
 	shutdownWait int
@@ -139,10 +138,9 @@ func (r *registry) Receive(ctx actor.Context) {
 			}
 		}
 	case *messages.SweepTick:
-		if m.Gen != r.sweepT.gen || r.closing {
+		if !r.sweepT.fired(m.Gen) || r.closing {
 			return
 		}
-		r.sweepT.gen = 0
 		r.sweeps++
 		for key, c := range r.idle {
 			if c.idleSweeps+1 < r.sweeps { // idle for a whole sweep period
@@ -224,10 +222,7 @@ func (r *registry) drop(key string, c *child) {
 func (r *registry) stopLease(ctx actor.Context, c *child) { ctx.Stop(c.pid) }
 
 func (r *registry) armSweep(ctx actor.Context) {
-	r.sweepT.stop()
-	r.gen++
-	r.sweepT.gen = r.gen
-	r.sweepT.cancel = r.timers.SendOnce(idleSweep, ctx.Self(), &messages.SweepTick{Gen: r.gen})
+	r.sweepT.arm(r.timers, idleSweep, ctx.Self(), func(g uint64) any { return &messages.SweepTick{Gen: g} })
 }
 
 func (r *registry) checkShutdown() {

@@ -25,7 +25,6 @@ type renewBatcher struct {
 	flushAt time.Time
 	timers  *scheduler.TimerScheduler
 	flushT  timer
-	gen     uint64
 }
 
 func newRenewBatcher(b backend.BatchRenewer, size int, delay time.Duration) *renewBatcher {
@@ -52,15 +51,12 @@ func (r *renewBatcher) add(ctx actor.Context, m *messages.BackendRenew, flush fu
 	at := time.Now().Add(min(max(m.MaxDelay, 0), r.delay))
 	if r.flushT.gen == 0 || at.Before(r.flushAt) {
 		r.flushAt = at
-		r.flushT.stop()
-		r.gen++
-		r.flushT.gen = r.gen
-		r.flushT.cancel = r.timers.SendOnce(time.Until(at), ctx.Self(), &messages.FlushTick{Gen: r.gen})
+		r.flushT.arm(r.timers, time.Until(at), ctx.Self(), func(g uint64) any { return &messages.FlushTick{Gen: g} })
 	}
 }
 
 func (r *renewBatcher) tick(ctx actor.Context, m *messages.FlushTick, flush func([]*messages.BackendRenew)) {
-	if m.Gen == r.flushT.gen {
+	if r.flushT.fired(m.Gen) {
 		r.send(flush)
 	}
 }

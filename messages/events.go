@@ -23,16 +23,17 @@ type Lost struct {
 	Err    error
 }
 
-// Sink is one subscriber as the event hub sees it. Deliver must not block and
-// reports false when the event was dropped; Close runs once, on the hub.
+// Sink is one subscriber as the event hub sees it. Deliver must not block (the
+// subscriber drops and counts what its buffer cannot take); Close runs once,
+// on the hub.
 type Sink struct {
-	Deliver func(Lost) bool
+	Deliver func(Lost)
 	close   func()
 	once    sync.Once
 }
 
 // NewSink makes a sink; closeFn runs at most once.
-func NewSink(deliver func(Lost) bool, closeFn func()) *Sink {
+func NewSink(deliver func(Lost), closeFn func()) *Sink {
 	return &Sink{Deliver: deliver, close: closeFn}
 }
 

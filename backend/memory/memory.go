@@ -21,7 +21,6 @@ type Backend struct {
 	acquires int
 	watchers map[int]func(string)
 	nextW    int
-	now      func() time.Time
 }
 
 type entry struct {
@@ -40,7 +39,7 @@ var (
 
 // New returns an empty store.
 func New() *Backend {
-	return &Backend{leases: map[string]*entry{}, watchers: map[int]func(string){}, now: time.Now}
+	return &Backend{leases: map[string]*entry{}, watchers: map[int]func(string){}}
 }
 
 // Info reports Name "memory", ProcessLocal true.
@@ -56,7 +55,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
+	now := time.Now()
 	b.acquires++
 	if b.acquires%sweepEvery == 0 {
 		b.sweepLocked(now)
@@ -82,7 +81,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.renewLocked(b.now(), r)
+	return b.renewLocked(time.Now(), r)
 }
 
 // RenewBatch renews every request under one lock.
@@ -93,7 +92,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 	out := make([]backend.RenewResult, len(rs))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
+	now := time.Now()
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			out[i].Err = err
@@ -157,7 +156,7 @@ func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error 
 func (b *Backend) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sweepLocked(b.now())
+	b.sweepLocked(time.Now())
 	return len(b.leases)
 }
 
