@@ -63,6 +63,7 @@ func (c *countingBackend) Acquire(ctx context.Context, r backend.AcquireRequest)
 
 func (c *countingBackend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	c.st.roundTrips.Add(1)
+	c.st.renewals.Add(1)
 	return c.Backend.Renew(ctx, r)
 }
 
@@ -91,6 +92,7 @@ type countingBatch struct{ *countingBackend }
 
 func (c countingBatch) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	c.st.roundTrips.Add(1)
+	c.st.renewals.Add(uint64(len(rs)))
 	return c.Backend.(backend.BatchRenewer).RenewBatch(ctx, rs)
 }
 

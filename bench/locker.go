@@ -40,6 +40,7 @@ type holding interface {
 // lockStats counts what a locker did, for the report. Safe for concurrent use.
 type lockStats struct {
 	roundTrips    atomic.Uint64 // calls to the store
+	renewals      atomic.Uint64 // leases renewed (a batch counts each of its renewals)
 	notifyWakes   atomic.Uint64 // retries of a waiter woken by a release notification
 	pollWakes     atomic.Uint64 // retries of a waiter woken by its own timer
 	notifications atomic.Uint64 // release notifications received

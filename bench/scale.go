@@ -54,55 +54,6 @@ type scaleResult struct {
 // scaleAcquirers is how many goroutines acquire the leases at the start.
 const scaleAcquirers = 16
 
-// scaleCounts counts renewals and round trips under the Manager.
-type scaleCounts struct{ renewals, roundTrips atomic.Int64 }
-
-type scaleCounting struct {
-	backend.Backend
-	n *scaleCounts
-}
-
-func (c scaleCounting) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
-	c.n.roundTrips.Add(1)
-	return c.Backend.Acquire(ctx, r)
-}
-
-func (c scaleCounting) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
-	c.n.roundTrips.Add(1)
-	c.n.renewals.Add(1)
-	return c.Backend.Renew(ctx, r)
-}
-
-func (c scaleCounting) Release(ctx context.Context, r backend.ReleaseRequest) error {
-	c.n.roundTrips.Add(1)
-	return c.Backend.Release(ctx, r)
-}
-
-// scaleImmediate keeps backend.Immediate (memory: calls are inline).
-type scaleImmediate struct{ scaleCounting }
-
-func (scaleImmediate) Immediate() {}
-
-// scaleBatch keeps backend.BatchRenewer: a batch is one round trip.
-type scaleBatch struct{ scaleCounting }
-
-func (c scaleBatch) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
-	c.n.roundTrips.Add(1)
-	c.n.renewals.Add(int64(len(rs)))
-	return c.Backend.(backend.BatchRenewer).RenewBatch(ctx, rs)
-}
-
-func wrapScale(b backend.Backend, n *scaleCounts) backend.Backend {
-	c := scaleCounting{b, n}
-	if _, ok := b.(backend.Immediate); ok {
-		return scaleImmediate{c}
-	}
-	if _, ok := b.(backend.BatchRenewer); ok {
-		return scaleBatch{c}
-	}
-	return c
-}
-
 // runScale runs leasehold (and, when asked, the redislock peer) at scale.
 func runScale(ctx context.Context, c scaleConfig, progress func(string)) ([]scaleResult, error) {
 	if c.Leases <= 0 || c.TTL <= 0 || c.RenewEvery <= 0 || c.RenewEvery >= c.TTL || c.Duration <= 0 {
@@ -164,9 +115,9 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 	}
 	defer cleanup()
 
-	var counts scaleCounts
+	var counts lockStats
 	heap0 := scaleHeap()
-	m, err := leasehold.New(wrapScale(raw, &counts), leasehold.WithKeyPrefix(prefix))
+	m, err := leasehold.New(wrapCounting(raw, &counts), leasehold.WithKeyPrefix(prefix))
 	if err != nil {
 		return res, err
 	}
