@@ -16,29 +16,50 @@ type Info struct {
 
 // Backend is a lease store. Implementations must be safe for concurrent use.
 //
-// Expiry is always decided by the store's own clock. Tokens are fencing tokens:
-// every new grant of a key gets a token strictly greater than every earlier
-// grant of that key; a renewal or the same owner's repeated acquire of a live
-// holding keeps the token. Tokens are never 0.
+// # Holdings
+//
+// A grant is identified by the holding, not by the owner: every acquire
+// attempt carries its own Attempt identity (the engine makes one per attempt,
+// unique across processes), and the store remembers it with the grant. Renew
+// and Release name the holding they mean (Attempt and Token, plus Owner), so a
+// late request about an old holding can never touch a newer one, not even the
+// same owner's. Two Managers configured with the same owner are two
+// contenders, never one holder.
+//
+// # Tokens
+//
+// Tokens are fencing tokens: every new grant of a key gets a token strictly
+// greater than every token ever issued for that key by this store, whatever
+// failed in between (a restart, a lost write, a failover). Only a retry of
+// the same attempt (the same Attempt, while its holding is live) gets its
+// token again. Tokens are never 0.
+//
+// # Clocks
+//
+// Expiry is decided by the store's own clock. Timestamps in a Grant are on
+// that clock and are for display only: the engine never compares them with
+// its own clock. Durations (HolderExpiresIn) are what it acts on.
 type Backend interface {
 	Info() Info
 
-	// Acquire grants Key to Owner for TTL when it is free, expired, or already
-	// held by Owner (then the holding is refreshed and keeps its token, so an
-	// acquire retried after an ambiguous failure is idempotent). When another
-	// owner holds it, Acquire returns Grant{Acquired: false, Holder,
-	// HolderExpiresAt} and a nil error: being busy is not a fault.
+	// Acquire grants Key to the attempt r.Attempt for TTL when the key is free
+	// or expired: a new holding with a new, higher token. When the live
+	// holding was made by the same Attempt (a retry after an ambiguous
+	// failure), it is refreshed (new expiry, new metadata, same token), so the
+	// retry is idempotent. Any other live holding, the same Owner's included,
+	// makes the answer Grant{Acquired: false} with Holder, HolderToken,
+	// HolderExpiresAt and HolderExpiresIn filled in, and a nil error: being
+	// busy is not a fault.
 	Acquire(ctx context.Context, r AcquireRequest) (Grant, error)
 
-	// Renew extends the holding of (Key, Owner, Token) to now+TTL. It returns an
-	// error wrapping ErrNotHeld when that holding no longer exists (released,
-	// expired or taken over).
+	// Renew extends the live holding named by r (Key, Owner, Attempt, Token)
+	// to now+TTL on the store's clock. It returns an error wrapping ErrNotHeld
+	// when that holding no longer exists (released, expired or replaced).
 	Renew(ctx context.Context, r RenewRequest) (Grant, error)
 
-	// Release ends the holding of (Key, Owner, Token). It returns nil also when
-	// nothing matching was held. Token 0 releases whatever Owner holds under
-	// Key: the engine uses it to clean up after an acquire whose outcome it
-	// could not learn (an owner never holds a key twice, so this is safe).
+	// Release ends the holding named by r (Key, Owner, Attempt and, unless it
+	// is 0, Token). It returns nil also when no such holding exists: whatever
+	// holds the key now is left alone.
 	Release(ctx context.Context, r ReleaseRequest) error
 
 	// Close releases the backend's own resources (not the leases, and not
@@ -46,27 +67,34 @@ type Backend interface {
 	Close() error
 }
 
-// AcquireRequest asks for Key on behalf of Owner.
+// AcquireRequest asks for Key on behalf of Owner, as one acquire attempt.
 type AcquireRequest struct {
-	Key      string
-	Owner    string
+	Key   string
+	Owner string
+	// Attempt identifies this attempt: the holding it may create is the
+	// attempt's. The engine reuses it only to retry the same attempt.
+	Attempt  string
 	TTL      time.Duration
 	Metadata string
 }
 
 // RenewRequest extends one holding.
 type RenewRequest struct {
-	Key   string
-	Owner string
-	Token uint64
-	TTL   time.Duration
+	Key     string
+	Owner   string
+	Attempt string
+	Token   uint64
+	TTL     time.Duration
 }
 
-// ReleaseRequest ends one holding. Token 0 matches any token of Owner.
+// ReleaseRequest ends one holding. Token 0 means "the holding Attempt made,
+// whatever its token": the engine uses it to clean up after an acquire whose
+// answer it never saw. It can only match that attempt's own holding.
 type ReleaseRequest struct {
-	Key   string
-	Owner string
-	Token uint64
+	Key     string
+	Owner   string
+	Attempt string
+	Token   uint64
 }
 
 // Grant is the outcome of Acquire or Renew.
@@ -77,15 +105,23 @@ type Grant struct {
 	Token uint64
 	// ExpiresAt is the caller's expiry on the store's clock (when Acquired).
 	ExpiresAt time.Time
-	// Holder is the current owner when not Acquired ("" if unknown).
-	Holder string
-	// HolderExpiresAt is when the current holder's lease ends, on the
-	// store's clock (when not Acquired).
+
+	// When not Acquired, the holding that stood in the way:
+	//
+	// Holder is its owner, HolderToken its token.
+	Holder      string
+	HolderToken uint64
+	// HolderExpiresAt is when it ends, on the store's clock (for display).
 	HolderExpiresAt time.Time
+	// HolderExpiresIn is how long it had left when the store answered, as
+	// the store measured it. The engine times its retries with this, never
+	// with HolderExpiresAt, so a store clock that disagrees with the local
+	// one does not change how often waiters poll.
+	HolderExpiresIn time.Duration
 }
 
 // ErrNotHeld is returned (wrapped) by Renew when the holding no longer exists.
-var ErrNotHeld = errors.New("lease not held by this owner and token")
+var ErrNotHeld = errors.New("lease not held by this holding")
 
 // ErrInvalidRequest is returned (wrapped) for a request that breaks the limits
 // below; the store is left untouched.

@@ -19,7 +19,27 @@ const (
 	// MinTTL and MaxTTL bound every TTL.
 	MinTTL = time.Millisecond
 	MaxTTL = 365 * 24 * time.Hour
+	// MaxAttemptBytes is the longest attempt identity: printable ASCII, so
+	// that every store keeps it in a short fixed-size column.
+	MaxAttemptBytes = 64
 )
+
+// CheckAttempt reports why s is not a valid attempt identity: empty, longer
+// than MaxAttemptBytes, or not printable ASCII without spaces.
+func CheckAttempt(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: attempt is empty (every request names its holding)", ErrInvalidRequest)
+	}
+	if len(s) > MaxAttemptBytes {
+		return fmt.Errorf("%w: attempt is %d bytes, more than %d", ErrInvalidRequest, len(s), MaxAttemptBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return fmt.Errorf("%w: attempt %q is not printable ASCII without spaces", ErrInvalidRequest, s)
+		}
+	}
+	return nil
+}
 
 // CheckText reports why s is not a valid key or owner: empty or blank, a NUL
 // byte, invalid UTF-8, or longer than MaxKeyRunes.
@@ -67,6 +87,9 @@ func (r AcquireRequest) Validate() error {
 	if err := CheckText("owner", r.Owner); err != nil {
 		return err
 	}
+	if err := CheckAttempt(r.Attempt); err != nil {
+		return err
+	}
 	if err := CheckTTL(r.TTL); err != nil {
 		return err
 	}
@@ -81,6 +104,9 @@ func (r RenewRequest) Validate() error {
 	if err := CheckText("owner", r.Owner); err != nil {
 		return err
 	}
+	if err := CheckAttempt(r.Attempt); err != nil {
+		return err
+	}
 	if r.Token == 0 {
 		return fmt.Errorf("%w: token 0 cannot be renewed", ErrInvalidRequest)
 	}
@@ -92,5 +118,8 @@ func (r ReleaseRequest) Validate() error {
 	if err := CheckText("key", r.Key); err != nil {
 		return err
 	}
-	return CheckText("owner", r.Owner)
+	if err := CheckText("owner", r.Owner); err != nil {
+		return err
+	}
+	return CheckAttempt(r.Attempt)
 }
