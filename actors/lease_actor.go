@@ -82,7 +82,7 @@ type leaseActor struct {
 	// one-attempt Acquire that cannot ask the backend itself (a waiter is
 	// ahead of it) is answered with it, or, while an attempt is in flight,
 	// joins observers and gets that attempt's answer.
-	busy      messages.AcquireReply
+	busy      busyInfo
 	observers []*messages.Acquire
 	// maxToken is the highest token this actor has seen for the key: a
 	// grant at or below it breaks the store's fencing promise and is
@@ -241,7 +241,7 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 		case a.op == opAcquiring || !a.polling:
 			a.observers = append(a.observers, m) // the next answer says
 		default:
-			m.Reply <- a.busy
+			m.Reply <- a.busy.reply()
 		}
 		return
 	}
@@ -307,12 +307,12 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		m.Reply <- messages.AcquireReply{Err: err}
 
 	case !r.Grant.Acquired:
-		a.busy = messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: r.Grant.Holder, HolderExpiresAt: r.Grant.HolderExpiresAt}
+		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}
 		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
-		a.answerObservers(a.busy)
+		a.answerObservers(a.busy.reply())
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
 			a.popHead()
-			m.Reply <- a.busy
+			m.Reply <- a.busy.reply()
 			return
 		}
 		if a.noticed { // released meanwhile: try again at once
@@ -354,6 +354,16 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 // whose token does not fence off its predecessors must not work.
 var ErrTokenNotIncreasing = errors.New("leasehold: fencing token did not increase")
 
+// busyInfo is who held the key at the last refusal.
+type busyInfo struct {
+	holder    string
+	expiresAt time.Time // on the store's clock, for the caller to read
+}
+
+func (b busyInfo) reply() messages.AcquireReply {
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: b.holder, HolderExpiresAt: b.expiresAt}
+}
+
 // heldHere is the refusal of a one-attempt Acquire while this Manager holds
 // the key.
 func (a *leaseActor) heldHere() messages.AcquireReply {
@@ -371,7 +381,7 @@ func (a *leaseActor) settleObservers() {
 	case a.cur != nil:
 		a.answerObservers(a.heldHere())
 	case a.polling:
-		a.answerObservers(a.busy)
+		a.answerObservers(a.busy.reply())
 	case a.op == opNone && len(a.waiters) == 0:
 		m := a.observers[0]
 		a.observers[0] = nil
@@ -418,7 +428,7 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 		return // gone, or its attempt in flight decides
 	}
 	w := a.removeAt(i)
-	reply := a.busy
+	reply := a.busy.reply()
 	if a.cur != nil {
 		reply = a.heldHere()
 	}
