@@ -337,7 +337,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		case a.shutdown:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
 		case fenced:
-			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
 		case !localDeadline(a.acqSent, m.TTL).After(time.Now()):
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL))
 		case !m.Ticket.Claim():
@@ -348,11 +348,6 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		}
 	}
 }
-
-// ErrTokenNotIncreasing: a backend granted a token not above one it issued
-// before for the same name. The grant is released and refused: a holder
-// whose token does not fence off its predecessors must not work.
-var ErrTokenNotIncreasing = errors.New("leasehold: fencing token did not increase")
 
 // busyInfo is who held the key at the last refusal.
 type busyInfo struct {
