@@ -4,15 +4,19 @@ import "strings"
 
 // Outcomes of the acquire batch, in its Outcome column.
 const (
-	outcomeBusy     = 0 // another owner holds a live row
+	outcomeBusy     = 0 // another holding is live
 	outcomeInserted = 1 // no row: inserted with a new token
 	outcomeTakeover = 2 // expired row: taken over with a new token
-	outcomeRefresh  = 3 // the caller's own live row: refreshed, same token
+	outcomeRefresh  = 3 // the live row of this very attempt: refreshed, same token
 )
 
+// errDelayedDurabilityNumber is the error number the acquire batch raises
+// when the database forces delayed durability (see durabilityGuard).
+const errDelayedDurabilityNumber = 50101
+
 // queries holds the SQL text of one table, built once by New. Every value is
-// a parameter (@name, @owner, @token, @ttlUs, @metadata, @sweep); only the
-// bracket-quoted object names are spliced into the text.
+// a parameter (@name, @owner, @attempt, @token, @ttlUs, @metadata, @sweep);
+// only the bracket-quoted object names are spliced into the text.
 type queries struct {
 	acquire string
 	renew   string
@@ -26,9 +30,12 @@ type queries struct {
 // that this is an index seek.
 const keyMatch = `LeaseName = @name AND LeaseNameBytes = DATALENGTH(@name)`
 
-// ownerMatch is true for rows of @owner, exactly (see keyMatch). The column's
-// binary collation takes precedence over the parameter's default collation.
-const ownerMatch = `OwnerInstanceId = @owner AND DATALENGTH(OwnerInstanceId) = DATALENGTH(@owner)`
+// holdingMatch is true for the row made by the attempt @attempt of @owner,
+// exactly (see keyMatch: the owner's length is compared too). The columns'
+// binary collation takes precedence over the parameters' default collation.
+// An attempt is printable ASCII without spaces (backend.CheckAttempt), so the
+// padding rule cannot make two attempts equal and no DATALENGTH is needed.
+const holdingMatch = `OwnerInstanceId = @owner AND DATALENGTH(OwnerInstanceId) = DATALENGTH(@owner) AND AttemptId = @attempt`
 
 // expiresFromNow computes @now + @ttlUs microseconds. DATEADD takes an INT,
 // which holds only 35 minutes of microseconds, so whole seconds and the rest
@@ -40,8 +47,9 @@ func newQueries(n objectNames, sweep bool) queries {
 		"{table}", n.tableQ,
 		"{sequence}", n.sequenceQ,
 		"{keyMatch}", keyMatch,
-		"{ownerMatch}", ownerMatch,
+		"{holdingMatch}", holdingMatch,
 		"{expires}", expiresFromNow,
+		"{durabilityGuard}", durabilityGuard,
 	)
 	sweepSQL := ""
 	if sweep {
@@ -54,6 +62,18 @@ func newQueries(n objectNames, sweep bool) queries {
 		replica: r.Replace(replicaTemplate),
 	}
 }
+
+// durabilityGuard stops an acquire on a database with DELAYED_DURABILITY =
+// FORCED. There every commit returns before its log records reach the disk
+// (COMMIT WITH (DELAYED_DURABILITY = OFF) is ignored), so a crash can lose an
+// acknowledged grant and the sequence's advance with it: the next grant would
+// repeat a token already handed out. EnsureSchema refuses such a database
+// too; this check also covers tables deployed with CreateScript and a setting
+// changed while the backend runs. The current database is always visible in
+// sys.databases, whatever the caller's permissions.
+const durabilityGuard = `IF EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND delayed_durability = 2)
+    THROW 50101, N'leasehold: the database has DELAYED_DURABILITY = FORCED: a crash could lose granted leases and repeat fencing tokens', 1;
+`
 
 // sweepTemplate deletes up to @sweep expired rows of any name, as its own
 // autocommit statement before the acquire transaction so that it never holds
@@ -77,12 +97,16 @@ END CATCH;
 // cannot both insert); the clock is read once, after the lock. The token is
 // drawn into a variable: NEXT VALUE FOR is not allowed in MERGE, CASE or
 // OUTPUT, and must only be drawn after the lock so that tokens follow the
-// order of grants. Results go through OUTPUT ... INTO a table variable and
-// are selected after COMMIT.
+// order of grants. Only the live row of this very attempt (same owner, same
+// AttemptId) is refreshed; any other live row, the same owner's included, is
+// reported with its token and its remaining time measured on the same clock
+// read (DATEDIFF_BIG: microseconds of a year overflow an INT). Results go
+// through OUTPUT ... INTO a table variable and are selected after COMMIT.
 const acquireTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
+{durabilityGuard}
 DECLARE @swept INT = 0;
 {sweep}
 DECLARE @out TABLE (
@@ -90,7 +114,8 @@ DECLARE @out TABLE (
     Holder       NVARCHAR(400)     NULL,
     FencingToken BIGINT            NULL,
     ExpiresAtUtc DATETIMEOFFSET(7) NULL,
-    RowVer       BINARY(8)         NULL
+    RowVer       BINARY(8)         NULL,
+    RemainingUs  BIGINT            NULL
 );
 DECLARE @found BIT = 0;
 DECLARE @mine BIT = 0;
@@ -103,7 +128,7 @@ DECLARE @token BIGINT;
 BEGIN TRANSACTION;
 
 SELECT @found = 1,
-       @mine = CASE WHEN {ownerMatch} THEN 1 ELSE 0 END,
+       @mine = CASE WHEN {holdingMatch} THEN 1 ELSE 0 END,
        @holder = OwnerInstanceId,
        @holderToken = FencingToken,
        @holderExpires = ExpiresAtUtc
@@ -115,16 +140,17 @@ SET @now = SYSDATETIMEOFFSET();
 IF @found = 0
 BEGIN
     SET @token = NEXT VALUE FOR {sequence};
-    INSERT INTO {table} (LeaseName, LeaseNameBytes, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
+    INSERT INTO {table} (LeaseName, LeaseNameBytes, OwnerInstanceId, AttemptId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
     OUTPUT 1, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc, inserted.[RowVersion]
     INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
-    VALUES (@name, DATALENGTH(@name), @owner, @token, @now, @now, {expires}, @metadata);
+    VALUES (@name, DATALENGTH(@name), @owner, @attempt, @token, @now, @now, {expires}, @metadata);
 END
 ELSE IF @holderExpires <= @now
 BEGIN
     SET @token = NEXT VALUE FOR {sequence};
     UPDATE {table} WITH (ROWLOCK)
     SET OwnerInstanceId = @owner,
+        AttemptId = @attempt,
         FencingToken = @token,
         AcquiredAtUtc = @now,
         RenewedAtUtc = @now,
@@ -146,17 +172,18 @@ BEGIN
 END
 ELSE
 BEGIN
-    INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
-    VALUES (0, @holder, @holderToken, @holderExpires, NULL);
+    INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs)
+    VALUES (0, @holder, @holderToken, @holderExpires, NULL, DATEDIFF_BIG(MICROSECOND, @now, @holderExpires));
 END;
 
 COMMIT TRANSACTION;
 
-SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer FROM @out;
+SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs FROM @out;
 `
 
-// renewTemplate extends the live row of (@name, @owner, @token). No row comes
-// back when that holding has been released, has expired or was taken over.
+// renewTemplate extends the live row of the holding (@name, @owner,
+// @attempt, @token). No row comes back when that holding has been released,
+// has expired or was replaced.
 const renewTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
@@ -169,22 +196,23 @@ SET RenewedAtUtc = @now,
 OUTPUT inserted.FencingToken, inserted.ExpiresAtUtc
 INTO @out (FencingToken, ExpiresAtUtc)
 WHERE {keyMatch}
-  AND {ownerMatch}
+  AND {holdingMatch}
   AND FencingToken = @token
   AND ExpiresAtUtc > @now;
 
 SELECT FencingToken, ExpiresAtUtc FROM @out;
 `
 
-// releaseTemplate deletes the row of (@name, @owner, @token); @token 0
-// matches any token of @owner (an owner never holds a name twice). It returns
-// the number of rows deleted, for the log.
+// releaseTemplate deletes the row of the holding (@name, @owner, @attempt,
+// @token); @token 0 matches whatever token that attempt's holding has (the
+// engine's clean-up after an acquire whose answer it never saw), never
+// another attempt's row. It returns the number of rows deleted, for the log.
 const releaseTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
 DELETE FROM {table} WITH (ROWLOCK)
 WHERE {keyMatch}
-  AND {ownerMatch}
+  AND {holdingMatch}
   AND (@token = 0 OR FencingToken = @token);
 
 SELECT CAST(@@ROWCOUNT AS BIGINT);
