@@ -85,6 +85,19 @@ func isDropped(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// withServerCause adds the server's own message to a mssql.ServerError,
+// whose text is only "SQL Server had internal error"; the result still wraps
+// err.
+func withServerCause(err error) error {
+	var sve mssql.ServerError
+	if errors.As(err, &sve) {
+		if cause := sve.Unwrap(); cause != nil {
+			return fmt.Errorf("%w: %v", err, cause)
+		}
+	}
+	return err
+}
+
 // retryPolicy is a capped exponential backoff with jitter.
 type retryPolicy struct {
 	attempts  int
@@ -123,11 +136,11 @@ func (b *Backend) retry(ctx context.Context, op string, fn func(context.Context)
 			return fmt.Errorf("%w (%v)", ctxErr, err)
 		}
 		if !isTransient(err) || attempt >= p.attempts {
-			return err
+			return withServerCause(err)
 		}
 		pause := p.delay(attempt)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= pause {
-			return err
+			return withServerCause(err)
 		}
 		b.log.DebugContext(ctx, "retrying after a transient error", "op", op, "attempt", attempt, "pause", pause, "err", err)
 		t := time.NewTimer(pause)
