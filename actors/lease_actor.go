@@ -82,7 +82,7 @@ type leaseActor struct {
 	// one-attempt Acquire that cannot ask the backend itself (a waiter is
 	// ahead of it) is answered with it, or, while an attempt is in flight,
 	// joins observers and gets that attempt's answer.
-	busy      messages.AcquireReply
+	busy      busyInfo
 	observers []*messages.Acquire
 	// maxToken is the highest token this actor has seen for the key: a
 	// grant at or below it breaks the store's fencing promise and is
@@ -241,7 +241,7 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 		case a.op == opAcquiring || !a.polling:
 			a.observers = append(a.observers, m) // the next answer says
 		default:
-			m.Reply <- a.busy
+			m.Reply <- a.busy.reply()
 		}
 		return
 	}
@@ -307,12 +307,12 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		m.Reply <- messages.AcquireReply{Err: err}
 
 	case !r.Grant.Acquired:
-		a.busy = messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: r.Grant.Holder, HolderExpiresAt: r.Grant.HolderExpiresAt}
+		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}
 		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
-		a.answerObservers(a.busy)
+		a.answerObservers(a.busy.reply())
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
 			a.popHead()
-			m.Reply <- a.busy
+			m.Reply <- a.busy.reply()
 			return
 		}
 		if a.noticed { // released meanwhile: try again at once
@@ -337,7 +337,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 		case a.shutdown:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
 		case fenced:
-			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
 		case !localDeadline(a.acqSent, m.TTL).After(time.Now()):
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL))
 		case !m.Ticket.Claim():
@@ -349,10 +349,15 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 	}
 }
 
-// ErrTokenNotIncreasing: a backend granted a token not above one it issued
-// before for the same name. The grant is released and refused: a holder
-// whose token does not fence off its predecessors must not work.
-var ErrTokenNotIncreasing = errors.New("leasehold: fencing token did not increase")
+// busyInfo is who held the key at the last refusal.
+type busyInfo struct {
+	holder    string
+	expiresAt time.Time // on the store's clock, for the caller to read
+}
+
+func (b busyInfo) reply() messages.AcquireReply {
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: b.holder, HolderExpiresAt: b.expiresAt}
+}
 
 // heldHere is the refusal of a one-attempt Acquire while this Manager holds
 // the key.
@@ -371,7 +376,7 @@ func (a *leaseActor) settleObservers() {
 	case a.cur != nil:
 		a.answerObservers(a.heldHere())
 	case a.polling:
-		a.answerObservers(a.busy)
+		a.answerObservers(a.busy.reply())
 	case a.op == opNone && len(a.waiters) == 0:
 		m := a.observers[0]
 		a.observers[0] = nil
@@ -418,7 +423,7 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 		return // gone, or its attempt in flight decides
 	}
 	w := a.removeAt(i)
-	reply := a.busy
+	reply := a.busy.reply()
 	if a.cur != nil {
 		reply = a.heldHere()
 	}
