@@ -28,10 +28,10 @@ const binaryCollation = "Latin1_General_100_BIN2"
 var alreadyExists = []int32{2714, 1913, 2759, 2705}
 
 // attemptColumn is the AttemptId column: the attempt that made the holding.
-// Attempts are printable ASCII of at most 64 bytes. The default ” (which no
-// request can name) fills the rows of a table made by a version without the
-// column: those holdings can then no longer be renewed or released by
-// attempt, and simply expire.
+// Attempts are printable ASCII of at most 64 bytes. The default, an empty
+// string (which no request can name), fills the rows of a table made by a
+// version without the column: those holdings can then no longer be renewed
+// or released by any attempt, and simply expire.
 const attemptColumn = `AttemptId NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CONSTRAINT %s DEFAULT (N'')`
 
 // ddlStatements returns the statements that create the schema, sequence,
@@ -68,7 +68,7 @@ func ddlStatements(n objectNames) []string {
     );`, quoteLiteral(n.tableQ), n.tableQ, binaryCollation, n.pk, n.ckBytes, n.ckToken, fmt.Sprintf(attemptColumn, n.dfAttempt)),
 
 		// A table made before holdings had attempts gets the column; rows
-		// already there get '' (see attemptColumn).
+		// already there get an empty string (see attemptColumn).
 		fmt.Sprintf("IF COL_LENGTH(%s, N'AttemptId') IS NULL\n    ALTER TABLE %s ADD %s;",
 			quoteLiteral(n.tableQ), n.tableQ, fmt.Sprintf(attemptColumn, n.dfAttempt)),
 
@@ -149,16 +149,18 @@ func checkDurability(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// objectsSQL reports what kind of object (sys.objects.type_desc, ” when
-// none) holds the table's name and the sequence's name.
+// objectsSQL reports what kind of object (sys.objects.type_desc, or an empty
+// string when there is none) holds the table's name and the sequence's name.
 const objectsSQL = `SELECT COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@table)), N''),
        COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@sequence)), N'');`
 
 // checkObjects reports ErrSchemaMismatch when the table's or the sequence's
-// name belongs to another kind of object. The DDL skips (IF OBJECT_ID(...,
-// kind) IS NULL fails over to CREATE, whose "already an object named" error
-// counts as a concurrent creator's success), so without this check a view
-// or table named like the sequence would only fail at the first acquire.
+// name belongs to another kind of object. The DDL looks for an object of the
+// right kind (OBJECT_ID(name, kind)); one of another kind with the same name
+// makes CREATE fail with "There is already an object named ...", which
+// EnsureSchema takes for a concurrent creator's success. Without this check a
+// table or view named like the sequence would pass, and only the first
+// acquire would fail.
 func checkObjects(ctx context.Context, db *sql.DB, n objectNames) error {
 	var table, sequence string
 	err := db.QueryRowContext(ctx, objectsSQL, sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ)).Scan(&table, &sequence)
