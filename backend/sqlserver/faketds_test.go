@@ -274,3 +274,126 @@ func TestDelayedDurabilityErrorFromTheDriver(t *testing.T) {
 		t.Errorf("the batch was sent %d times, want 1", n)
 	}
 }
+
+// Column types of a result set (MS-TDS 2.2.5.4).
+const (
+	tdsIntN           = 0x26
+	tdsNVarChar       = 0xE7
+	tdsDateTimeOffset = 0x2B
+	tdsBigBinary      = 0xAD
+	tdsRow            = 0xD1
+)
+
+// acquireAnswer encodes the acquire batch's result row as SQL Server sends
+// it: COLMETADATA for TINYINT, NVARCHAR(400), BIGINT, DATETIMEOFFSET(7),
+// BINARY(8), BIGINT, one ROW, and DONE. nil values are NULL.
+func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Time, rowVer []byte, remainingUs *int64) []byte {
+	var b bytes.Buffer
+	column := func(typeInfo []byte, name string) {
+		binary.Write(&b, binary.LittleEndian, uint32(0)) // user type
+		binary.Write(&b, binary.LittleEndian, uint16(1)) // flags: nullable
+		b.Write(typeInfo)
+		u := utf16.Encode([]rune(name))
+		b.WriteByte(byte(len(u)))
+		for _, r := range u {
+			binary.Write(&b, binary.LittleEndian, r)
+		}
+	}
+	b.WriteByte(tdsColMetadata)
+	binary.Write(&b, binary.LittleEndian, uint16(6))
+	column([]byte{tdsIntN, 1}, "Outcome")
+	column([]byte{tdsNVarChar, 0x20, 0x03, 0x09, 0x04, 0xD0, 0x00, 0x34}, "Holder") // 800 bytes, a collation
+	column([]byte{tdsIntN, 8}, "FencingToken")
+	column([]byte{tdsDateTimeOffset, 7}, "ExpiresAtUtc")
+	column([]byte{tdsBigBinary, 8, 0}, "RowVer")
+	column([]byte{tdsIntN, 8}, "RemainingUs")
+
+	b.WriteByte(tdsRow)
+	b.Write([]byte{1, outcome})
+	if holder == nil {
+		b.Write([]byte{0xFF, 0xFF})
+	} else {
+		u := utf16.Encode([]rune(*holder))
+		binary.Write(&b, binary.LittleEndian, uint16(2*len(u))) // in bytes
+		binary.Write(&b, binary.LittleEndian, u)
+	}
+	bigint := func(v *int64) {
+		if v == nil {
+			b.WriteByte(0)
+			return
+		}
+		b.WriteByte(8)
+		binary.Write(&b, binary.LittleEndian, *v)
+	}
+	bigint(token)
+	if expires == nil {
+		b.WriteByte(0)
+	} else {
+		// UTC time of day in 100 ns units (5 bytes), UTC days since
+		// 0001-01-01 (3 bytes), then the offset in minutes.
+		utc := expires.UTC()
+		midnight := time.Date(utc.Year(), utc.Month(), utc.Day(), 0, 0, 0, 0, time.UTC)
+		ticks := uint64(utc.Sub(midnight) / 100)
+		days := uint32((midnight.Unix() - time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Unix()) / 86400) // a Duration holds only 292 years
+		_, offset := expires.Zone()
+		b.WriteByte(10)
+		b.Write(binary.LittleEndian.AppendUint64(nil, ticks)[:5])
+		b.Write(binary.LittleEndian.AppendUint32(nil, days)[:3])
+		binary.Write(&b, binary.LittleEndian, int16(offset/60))
+	}
+	if rowVer == nil {
+		b.Write([]byte{0xFF, 0xFF})
+	} else {
+		binary.Write(&b, binary.LittleEndian, uint16(len(rowVer)))
+		b.Write(rowVer)
+	}
+	bigint(remainingUs)
+	b.WriteByte(tdsDone)
+	binary.Write(&b, binary.LittleEndian, uint16(0x0010)) // row count valid
+	binary.Write(&b, binary.LittleEndian, uint16(0xC1))   // SELECT
+	binary.Write(&b, binary.LittleEndian, uint64(1))
+	return b.Bytes()
+}
+
+// TestAcquireAnswerThroughTheDriver: the acquire result, encoded as SQL
+// Server sends it, decodes through go-mssqldb into the grant or refusal
+// (TINYINT outcome, DATETIMEOFFSET with its offset, BINARY(8), NULLs); the
+// go-sqlmock tests hand Go values to the scanner instead.
+func TestAcquireAnswerThroughTheDriver(t *testing.T) {
+	expires := time.Date(2026, 3, 1, 12, 0, 30, 123456700, time.FixedZone("+02:00", 2*60*60))
+	str := func(s string) *string { return &s }
+	num := func(n int64) *int64 { return &n }
+	cases := []struct {
+		name   string
+		answer []byte
+		want   backend.Grant
+	}{
+		{"refusal", acquireAnswer(outcomeBusy, str("other ✓"), num(39), &expires, nil, num(29_500_001)),
+			backend.Grant{Holder: "other ✓", HolderToken: 39, HolderExpiresAt: expires.UTC(), HolderExpiresIn: 29_500_001 * time.Microsecond}},
+		{"grant", acquireAnswer(outcomeInserted, str("me"), num(41), &expires, []byte{0, 0, 0, 0, 0, 0, 7, 0xd1}, nil),
+			backend.Grant{Acquired: true, Token: 41, ExpiresAt: expires.UTC()}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeTDS(t, func(conn net.Conn) { _ = writeTDSPacket(conn, 1, c.answer) })
+			db, err := sql.Open("sqlserver", "sqlserver://sa:x@"+f.ln.Addr().String()+"?encrypt=disable&dial+timeout=10")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			b, err := New(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "me", Attempt: "a", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g != c.want {
+				t.Errorf("grant = %+v\nwant    %+v", g, c.want)
+			}
+		})
+	}
+}
