@@ -27,12 +27,13 @@ const binaryCollation = "Latin1_General_100_BIN2"
 // same name but another kind is not mistaken for ours.
 var alreadyExists = []int32{2714, 1913, 2759, 2705}
 
-// attemptColumn is the AttemptId column: the attempt that made the holding.
-// Attempts are printable ASCII of at most 64 bytes. The default, an empty
-// string (which no request can name), fills the rows of a table made by a
-// version without the column: those holdings can then no longer be renewed
-// or released by any attempt, and simply expire.
-const attemptColumn = `AttemptId NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CONSTRAINT %s DEFAULT (N'')`
+// attemptColumn is the AttemptId column after its name (%s: the default's
+// constraint name): the attempt that made the holding, printable ASCII of at
+// most 64 bytes. The default, an empty string (which no request can name),
+// fills the rows of a table made by a version without the column: those
+// holdings can then no longer be renewed or released by any attempt, and
+// simply expire.
+const attemptColumn = `NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CONSTRAINT %s DEFAULT (N'')`
 
 // ddlStatements returns the statements that create the schema, sequence,
 // table and index when they are missing, and add the AttemptId column to a
@@ -55,7 +56,7 @@ func ddlStatements(n objectNames) []string {
         LeaseName       NVARCHAR(400)     COLLATE %[3]s NOT NULL,
         LeaseNameBytes  INT               NOT NULL,
         OwnerInstanceId NVARCHAR(400)     COLLATE %[3]s NOT NULL,
-        %[7]s,
+        AttemptId       %[7]s,
         FencingToken    BIGINT            NOT NULL,
         AcquiredAtUtc   DATETIMEOFFSET(7) NOT NULL,
         RenewedAtUtc    DATETIMEOFFSET(7) NOT NULL,
@@ -69,7 +70,7 @@ func ddlStatements(n objectNames) []string {
 
 		// A table made before holdings had attempts gets the column; rows
 		// already there get an empty string (see attemptColumn).
-		fmt.Sprintf("IF COL_LENGTH(%s, N'AttemptId') IS NULL\n    ALTER TABLE %s ADD %s;",
+		fmt.Sprintf("IF COL_LENGTH(%s, N'AttemptId') IS NULL\n    ALTER TABLE %s ADD AttemptId %s;",
 			quoteLiteral(n.tableQ), n.tableQ, fmt.Sprintf(attemptColumn, n.dfAttempt)),
 
 		fmt.Sprintf("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(%s) AND name = %s)\n    CREATE NONCLUSTERED INDEX %s ON %s (ExpiresAtUtc);",

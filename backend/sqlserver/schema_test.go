@@ -20,7 +20,7 @@ func TestCreateScriptDefaultTable(t *testing.T) {
 		"IF OBJECT_ID(N'[lease].[Leases]', N'U') IS NULL\n    CREATE TABLE [lease].[Leases] (",
 		"LeaseName       NVARCHAR(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,",
 		"OwnerInstanceId NVARCHAR(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,",
-		"AttemptId NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N''),",
+		"AttemptId       NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N''),",
 		// The upgrade of a table made by the previous version: idempotent,
 		// a no-op on a table that has the column.
 		"IF COL_LENGTH(N'[lease].[Leases]', N'AttemptId') IS NULL\n    ALTER TABLE [lease].[Leases] ADD AttemptId NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N'');\nGO\n",
