@@ -150,7 +150,9 @@ func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 	case r.Holding != nil && m.closed.Load() && r.Holding.Err() != nil:
 		return nil, ErrClosed // granted, then released by Close: not a lease to hand out
 	case r.Holding != nil:
-		return &Lease{m: m, h: r.Holding}, nil
+		l := &Lease{m: m, h: r.Holding}
+		r.Holding.SetHandle(l)
+		return l, nil
 	case errors.Is(r.Err, ErrNotAcquired):
 		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt}
 	default:

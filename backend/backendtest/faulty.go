@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,4 +174,32 @@ func (f *Faulty) block(ctx context.Context) error {
 	defer f.Blocked.Add(-1)
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// Inspect, List and Revoke pass through to the wrapped backend (an error
+// wrapping errors.ErrUnsupported when it lacks the capability).
+func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	in, ok := f.B.(backend.Inspector)
+	if !ok {
+		return backend.Holding{}, false, fmt.Errorf("%s: Inspect: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return in.Inspect(ctx, key)
+}
+
+// List passes through (see Inspect).
+func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	l, ok := f.B.(backend.Lister)
+	if !ok {
+		return fmt.Errorf("%s: List: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return l.List(ctx, prefix, fn)
+}
+
+// Revoke passes through (see Inspect).
+func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	r, ok := f.B.(backend.Revoker)
+	if !ok {
+		return backend.Holding{}, false, fmt.Errorf("%s: Revoke: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return r.Revoke(ctx, key, token)
 }
