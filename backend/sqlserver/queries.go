@@ -22,6 +22,9 @@ type queries struct {
 	renew   string
 	release string
 	replica string
+	inspect string
+	list    string
+	revoke  string
 }
 
 // keyMatch selects the row of @name. SQL Server pads the shorter string with
@@ -50,6 +53,7 @@ func newQueries(n objectNames, sweep bool) queries {
 		"{holdingMatch}", holdingMatch,
 		"{expires}", expiresFromNow,
 		"{durabilityGuard}", durabilityGuard,
+		"{remaining}", remainingUs,
 	)
 	sweepSQL := ""
 	if sweep {
@@ -60,6 +64,9 @@ func newQueries(n objectNames, sweep bool) queries {
 		renew:   r.Replace(renewTemplate),
 		release: r.Replace(releaseTemplate),
 		replica: r.Replace(replicaTemplate),
+		inspect: r.Replace(inspectTemplate),
+		list:    r.Replace(listTemplate),
+		revoke:  r.Replace(revokeTemplate),
 	}
 }
 
@@ -223,4 +230,65 @@ SELECT CAST(@@ROWCOUNT AS BIGINT);
 const replicaTemplate = `SELECT [RowVersion], OwnerInstanceId, FencingToken
 FROM {table} WITH (READUNCOMMITTED)
 WHERE {keyMatch};
+`
+
+// remainingUs is a holding's time left in microseconds, measured against the
+// batch's one clock read @now. DATEDIFF_BIG: microseconds of a year overflow
+// an INT.
+const remainingUs = `DATEDIFF_BIG(MICROSECOND, @now, ExpiresAtUtc)`
+
+// inspectTemplate reads the live holding of @name, whoever holds it.
+const inspectTemplate = `SET NOCOUNT ON;
+
+DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+
+SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'')
+FROM {table}
+WHERE {keyMatch}
+  AND ExpiresAtUtc > @now;
+`
+
+// listTemplate reads the live holdings whose name starts with @prefix, in
+// name order. The prefix is compared as UTF-16 bytes, so case, trailing
+// spaces and control characters count exactly as in keyMatch; LEFT counts
+// UTF-16 units under the non-SC binary collation, so it cuts the name at the
+// prefix's length. A range on the primary key cannot express this (the
+// padding rule sorts "ab\t" before "ab"), so this reads the clustered index
+// in order; it is an operator's view, not a hot path. An empty @prefix
+// matches every name.
+const listTemplate = `SET NOCOUNT ON;
+
+DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+
+SELECT LeaseName, OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'')
+FROM {table}
+WHERE ExpiresAtUtc > @now
+  AND DATALENGTH(LeaseName) >= DATALENGTH(@prefix)
+  AND CAST(LEFT(LeaseName, DATALENGTH(@prefix) / 2) AS VARBINARY(800)) = CAST(@prefix AS VARBINARY(800))
+ORDER BY LeaseName, LeaseNameBytes;
+`
+
+// revokeTemplate deletes the live holding of @name when its token is @token
+// (0: whichever holding is live) and returns what it deleted. The token is
+// never drawn again from the sequence, so the holder is fenced: its next
+// renewal finds no row.
+const revokeTemplate = `SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+DECLARE @out TABLE (
+    OwnerInstanceId NVARCHAR(400)     NOT NULL,
+    FencingToken    BIGINT            NOT NULL,
+    ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL,
+    Metadata        NVARCHAR(4000)    NULL
+);
+DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+
+DELETE FROM {table} WITH (ROWLOCK)
+OUTPUT deleted.OwnerInstanceId, deleted.FencingToken, deleted.ExpiresAtUtc, deleted.Metadata
+INTO @out (OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata)
+WHERE {keyMatch}
+  AND ExpiresAtUtc > @now
+  AND (@token = 0 OR FencingToken = @token);
+
+SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'') FROM @out;
 `

@@ -258,7 +258,8 @@ func TestQueriesQuoteHostileIdentifiers(t *testing.T) {
 	if n.tableQ != wantTable || n.sequenceQ != wantSeq {
 		t.Fatalf("quoted names = %s, %s", n.tableQ, n.sequenceQ)
 	}
-	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
+	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica,
+		"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		// Once the quoted names are taken out, nothing of the hostile text
 		// may remain in the SQL.
 		rest := strings.ReplaceAll(strings.ReplaceAll(text, wantSeq, "SEQ"), wantTable, "TBL")

@@ -60,7 +60,8 @@ func forGrammar(sql string) string {
 
 // backendBatches collects every batch the backend can send, built by the
 // backend's own builders: acquire with and without the sweep, renew, batched
-// renew (one and several requests), release, the replica read, every
+// renew (one and several requests), release, the replica read, inspect, list
+// and revoke, every
 // EnsureSchema statement and query, and CreateScript (whole, with its GO
 // separators, and for rejected names).
 func backendBatches(t *testing.T) []tsqlBatch {
@@ -78,6 +79,9 @@ func backendBatches(t *testing.T) []tsqlBatch {
 			add("renew "+n.String(), q.renew)
 			add("release "+n.String(), q.release)
 			add("replica read "+n.String(), q.replica)
+			add("inspect "+n.String(), q.inspect)
+			add("list "+n.String(), q.list)
+			add("revoke "+n.String(), q.revoke)
 		}
 		add("batch renew of 1 "+n.String(), renewBatchSQL(n, []int{0}))
 		add("batch renew of 3 "+n.String(), renewBatchSQL(n, []int{0, 7, maxBatchRenewals - 1}))
