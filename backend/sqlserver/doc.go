@@ -35,7 +35,9 @@
 // Azure SQL throttling and failover numbers, and a dropped connection as
 // go-mssqldb reports it: driver.ErrBadConn, mssql.StreamError,
 // mssql.ServerError, net.Error, io.EOF) are retried as a whole batch, which is
-// safe because every batch is idempotent for its attempt. RenewBatch
+// safe because every batch is idempotent for its attempt. Inspect, List (by
+// exact byte prefix) and Revoke (fencing: the revoked token is never drawn
+// again) give operators their view; Revoke alone is never retried. RenewBatch
 // (backend.BatchRenewer) renews up to 400 holdings in one UPDATE joined to
 // the requests. The backend does not implement backend.ReleaseWatcher: SQL
 // Server has no cheap release notification, so waiters wake at the holder's
