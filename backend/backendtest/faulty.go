@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,17 @@ type Faulty struct {
 	// ReleaseDelay delays every release by this many nanoseconds, or until
 	// its context ends, like a server that does not answer.
 	ReleaseDelay atomic.Int64
+
+	granted sync.Map // key → the attempt of its latest grant
+}
+
+// AttemptOf is the attempt identity of the latest grant of key through f, so
+// that a test can act on a holding as its owner would (or as an operator
+// with the owner's credentials would).
+func (f *Faulty) AttemptOf(key string) string {
+	a, _ := f.granted.Load(key)
+	s, _ := a.(string)
+	return s
 }
 
 // Wrap returns a Faulty around b, and the Backend to give to a Manager (the
@@ -77,6 +89,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 		time.Sleep(time.Duration(d))
 	}
 	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
+	if err == nil && g.Acquired {
+		f.granted.Store(r.Key, r.Attempt)
+	}
 	if err == nil && f.FailAfterAcquire.Load() {
 		return backend.Grant{}, ErrInjected
 	}
