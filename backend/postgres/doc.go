@@ -31,8 +31,8 @@
 //
 // EnsureSchema (or CreateScript's two ALTER TABLE statements) adds the
 // attempt column to a table of the previous version. Rows already there get
-// the attempt '' that no request can name: they are never refreshed, renewed
-// or released by this version, and end by their expiry. After the upgrade,
+// an empty attempt, which no request can name: they are never refreshed,
+// renewed or released by this version, and end by their expiry. After the upgrade,
 // acquires of a process still running the previous version fail (attempt is
 // NOT NULL) while its existing leases can still be renewed and released. Do
 // not run both versions on one table: stop the old processes first (an old

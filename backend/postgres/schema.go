@@ -78,9 +78,9 @@ func newNames(schema, table string) names {
 //
 // attempt names the holding (backend.AcquireRequest.Attempt). Tables made
 // before it existed get it through upgrade: the column is added with the
-// default ” (so the rows already there read ”, an attempt no request can
-// name: they are never refreshed, renewed or released by this version and
-// simply expire), then the default is dropped, so that an INSERT without an
+// empty string as default (so the rows already there read an empty attempt,
+// which no request can name: they are never refreshed, renewed or released
+// by this version and simply expire), then the default is dropped, so that an INSERT without an
 // attempt (a process of the previous version) fails on NOT NULL instead of
 // making a holding that this version could not tell apart.
 type ddl struct {
