@@ -72,3 +72,46 @@ func ExampleManager_Subscribe() {
 	fmt.Println("lost", ev.Name, "token", ev.Token, "reason", ev.Reason, errors.Is(ev.Err, leasehold.ErrLost))
 	// Output: lost shard-7 token 1 reason expired true
 }
+
+func ExampleLeaseFrom() {
+	ctx := context.Background()
+	m, err := leasehold.New(memory.New())
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close(ctx)
+
+	_ = m.Do(ctx, "compact-table", func(ctx context.Context) error {
+		lease, _ := leasehold.LeaseFrom(ctx) // the lease Do holds: its token fences the writes
+		fmt.Println("writing with fencing token", lease.Token())
+		return nil
+	})
+	_, ok := leasehold.LeaseFrom(ctx)
+	fmt.Println("outside Do:", ok)
+	// Output:
+	// writing with fencing token 1
+	// outside Do: false
+}
+
+func ExampleManager_Inspect() {
+	ctx := context.Background()
+	store := memory.New()
+	worker, _ := leasehold.New(store, leasehold.WithOwner("worker-1"))
+	defer worker.Close(ctx)
+	observer, _ := leasehold.New(store, leasehold.WithOwner("dashboard"))
+	defer observer.Close(ctx)
+
+	if _, err := worker.Acquire(ctx, "partition-17", leasehold.WithMetadata("host=a")); err != nil {
+		panic(err)
+	}
+	info, held, err := observer.Inspect(ctx, "partition-17")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(held, info.Owner, info.Token, info.Metadata)
+	_, held, _ = observer.Inspect(ctx, "partition-18")
+	fmt.Println(held)
+	// Output:
+	// true worker-1 1 host=a
+	// false
+}

@@ -15,6 +15,7 @@ type Holding struct {
 	Name     string
 	Key      string
 	Owner    string
+	Attempt  string // the acquire attempt that made it: with Token, its name in the store
 	Token    uint64
 	Metadata string
 
@@ -29,25 +30,50 @@ type Holding struct {
 	expiresAt time.Time
 	deadline  time.Time // local, monotonic: past it the holding counts as lost
 	err       error
+	handle    any
 }
 
 // NewHolding starts a holding that lasts until End.
-func NewHolding(name, key, owner, metadata string, token uint64, expiresAt time.Time) *Holding {
-	return &Holding{Name: name, Key: key, Owner: owner, Token: token, Metadata: metadata, expiresAt: expiresAt}
+func NewHolding(name, key, owner, attempt, metadata string, token uint64, expiresAt time.Time) *Holding {
+	return &Holding{Name: name, Key: key, Owner: owner, Attempt: attempt, Token: token, Metadata: metadata, expiresAt: expiresAt}
 }
 
 // Context is done when the holding ends; its cause is the error of Err.
+// HoldingFrom finds the holding again from it or any context derived from it.
 func (h *Holding) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checkDeadlineLocked()
 	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{}, h))
 		if h.err != nil {
 			h.cancel(h.err)
 		}
 	}
 	return h.ctx
+}
+
+type holdingKey struct{}
+
+// HoldingFrom returns the holding whose Context ctx is or derives from.
+func HoldingFrom(ctx context.Context) (*Holding, bool) {
+	h, ok := ctx.Value(holdingKey{}).(*Holding)
+	return h, ok
+}
+
+// SetHandle records the public handle of the holding (package leasehold's
+// *Lease), for HoldingFrom's callers to return.
+func (h *Holding) SetHandle(v any) {
+	h.mu.Lock()
+	h.handle = v
+	h.mu.Unlock()
+}
+
+// Handle is what SetHandle recorded.
+func (h *Holding) Handle() any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.handle
 }
 
 // Lost is closed when the holding is lost (never on release).
@@ -114,6 +140,7 @@ var ErrDeadlinePassed = errors.New("no renewal confirmed before the local deadli
 func (h *Holding) End(err error, lost bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.checkDeadlineLocked() // a holding past its deadline was lost, not released
 	return h.endLocked(err, lost)
 }
 

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,14 @@ type Faulty struct {
 
 	// FailRenew makes Renew fail (as if the backend were unreachable).
 	FailRenew atomic.Bool
+	// FailAfterRenew performs renewals, then reports an error: the store
+	// keeps extending the holding while its owner hears only failures.
+	FailAfterRenew atomic.Bool
+	// BlockAcquire and BlockRelease make those calls wait until their
+	// context ends, like a server that never answers; Blocked counts the
+	// calls waiting so.
+	BlockAcquire, BlockRelease atomic.Bool
+	Blocked                    atomic.Int64
 	// FailAfterAcquire performs the acquire, then reports an error, as a
 	// connection cut after the server's answer would.
 	FailAfterAcquire atomic.Bool
@@ -88,6 +97,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	if d := f.AcquireDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
+	if f.BlockAcquire.Load() {
+		return backend.Grant{}, f.block(ctx)
+	}
 	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
 	if err == nil && g.Acquired {
 		f.granted.Store(r.Key, r.Attempt)
@@ -104,7 +116,11 @@ func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gra
 	if f.FailRenew.Load() {
 		return backend.Grant{}, ErrInjected
 	}
-	return f.B.Renew(ctx, r)
+	g, err := f.B.Renew(ctx, r)
+	if err == nil && f.FailAfterRenew.Load() {
+		return backend.Grant{}, ErrInjected
+	}
+	return g, err
 }
 
 // RenewBatch renews rs through b's RenewBatch when it has one; FailRenew fails
@@ -115,12 +131,20 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 	if f.FailRenew.Load() {
 		return nil, ErrInjected
 	}
+	var out []backend.RenewResult
 	if br, ok := f.B.(backend.BatchRenewer); ok {
-		return br.RenewBatch(ctx, rs)
+		var err error
+		if out, err = br.RenewBatch(ctx, rs); err != nil {
+			return nil, err
+		}
+	} else {
+		out = make([]backend.RenewResult, len(rs))
+		for i, r := range rs {
+			out[i].Grant, out[i].Err = f.B.Renew(ctx, r)
+		}
 	}
-	out := make([]backend.RenewResult, len(rs))
-	for i, r := range rs {
-		out[i].Grant, out[i].Err = f.B.Renew(ctx, r)
+	if f.FailAfterRenew.Load() {
+		return nil, ErrInjected
 	}
 	return out, nil
 }
@@ -128,6 +152,9 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 // Release counts, waits ReleaseDelay and may fail (FailRelease).
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	f.Releases.Add(1)
+	if f.BlockRelease.Load() {
+		return f.block(ctx)
+	}
 	if d := f.ReleaseDelay.Load(); d > 0 {
 		select {
 		case <-time.After(time.Duration(d)):
@@ -139,4 +166,40 @@ func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		return ErrInjected
 	}
 	return f.B.Release(ctx, r)
+}
+
+// block waits for ctx to end, counted in Blocked.
+func (f *Faulty) block(ctx context.Context) error {
+	f.Blocked.Add(1)
+	defer f.Blocked.Add(-1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Inspect, List and Revoke pass through to the wrapped backend (an error
+// wrapping errors.ErrUnsupported when it lacks the capability).
+func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	in, ok := f.B.(backend.Inspector)
+	if !ok {
+		return backend.Holding{}, false, fmt.Errorf("%s: Inspect: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return in.Inspect(ctx, key)
+}
+
+// List passes through (see Inspect).
+func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	l, ok := f.B.(backend.Lister)
+	if !ok {
+		return fmt.Errorf("%s: List: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return l.List(ctx, prefix, fn)
+}
+
+// Revoke passes through (see Inspect).
+func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	r, ok := f.B.(backend.Revoker)
+	if !ok {
+		return backend.Holding{}, false, fmt.Errorf("%s: Revoke: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return r.Revoke(ctx, key, token)
 }
