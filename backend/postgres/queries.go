@@ -13,6 +13,9 @@ type queries struct {
 	renewBatch string
 	release    string
 	sweep      string
+	inspect    string
+	list       string
+	revoke     string
 	seq        string // the quoted sequence name, sent as a regclass parameter
 }
 
@@ -96,6 +99,31 @@ SELECT pg_notify($5, g.lease_name) FROM gone g`, n.table),
 		sweep: fmt.Sprintf(`DELETE FROM %[1]s WHERE lease_name IN (
     SELECT lease_name FROM %[1]s WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`, n.table),
+
+		inspect: fmt.Sprintf(`SELECT %[2]s
+FROM %[1]s l, (SELECT clock_timestamp() AS now) c
+WHERE l.lease_name = $1 AND l.expires_at > c.now`, n.table, holdingColumns),
+
+		// A primary-key range: [$1, $2) when $3, else [$1, ...), after $4
+		// (the previous page's last key) when it is not NULL. Reads lock
+		// nothing.
+		list: fmt.Sprintf(`SELECT %[2]s
+FROM %[1]s l, (SELECT clock_timestamp() AS now) c
+WHERE l.lease_name >= $1::text AND (NOT $3::boolean OR l.lease_name < $2::text)
+  AND ($4::text IS NULL OR l.lease_name > $4::text)
+  AND l.expires_at > c.now
+ORDER BY l.lease_name
+LIMIT $5`, n.table, holdingColumns),
+
+		// Like release, after the lock statement of the same transaction,
+		// filtered by the token only: an operator's act, not a holder's.
+		revoke: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+gone AS (
+    DELETE FROM %[1]s l USING clock c
+    WHERE l.lease_name = $1 AND l.expires_at > c.now AND ($2::bigint = 0 OR l.fencing_token = $2::bigint)
+    RETURNING l.*
+)
+SELECT %[2]s FROM gone l, clock c WHERE pg_notify($3, l.lease_name) IS NOT NULL`, n.table, holdingColumns),
 
 		seq: n.sequence,
 	}
