@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
 )
 
 // The server crashes and restarts while a lease is held through a Manager.
@@ -17,7 +18,10 @@ import (
 // not "not acquired"); after the restart the row is still there, the next
 // owner gets the name only after the old holder's expiry (both on the
 // server's clock), with a greater token; the release watch reconnects by
-// itself.
+// itself. The old holder's releases fail meanwhile (an injected fault): its
+// engine would otherwise release the lost holding as soon as the server is
+// back, and whether that came before the checks below would depend on
+// timing.
 func TestServerRestartWhileHeld(t *testing.T) {
 	srv := startPrivateServer(t)
 	ctx := ctxT(t)
@@ -40,7 +44,8 @@ func TestServerRestartWhileHeld(t *testing.T) {
 	keys, listening, _ := watching(t, watched)
 	await(t, listening, "LISTEN")
 
-	mA := newManager(t, b, "a")
+	faultyA, bA := backendtest.Wrap(b)
+	mA := newManager(t, bA, "a")
 	mB := newManager(t, b, "b")
 	sub := mA.Subscribe(4)
 	defer sub.Close()
@@ -50,10 +55,8 @@ func TestServerRestartWhileHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := la.Token()
-	var attempt string // the old holding's attempt, to name it after the takeover
-	if err := pool.QueryRow(ctx, "SELECT attempt FROM lease.leases WHERE lease_name = 'job'").Scan(&attempt); err != nil {
-		t.Fatal(err)
-	}
+	attempt := faultyA.AttemptOf("job") // to name the old holding after the takeover
+	faultyA.FailRelease.Store(true)
 
 	srv.stop(t, "immediate")
 	_, err = mB.Acquire(ctx, "job", leasehold.WithTTL(ttl))
@@ -95,6 +98,7 @@ func TestServerRestartWhileHeld(t *testing.T) {
 	if grantedAt.Before(oldExpiry) {
 		t.Fatalf("next owner granted at %v, before the old holder's expiry %v", grantedAt, oldExpiry)
 	}
+	faultyA.FailRelease.Store(false) // a late release of the old holding now finds nothing
 	if lb.Token() <= before {
 		t.Fatalf("token %d after the restart, was %d", lb.Token(), before)
 	}
