@@ -16,6 +16,7 @@ test: services vet unit build
 services:
 	.ci/ensure-redis
 	.ci/ensure-postgres
+	.ci/ensure-tsqlcheck
 
 vet:
 	$(GO) vet ./...

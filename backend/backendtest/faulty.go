@@ -34,6 +34,8 @@ type Faulty struct {
 	// calls waiting so.
 	BlockAcquire, BlockRelease atomic.Bool
 	Blocked                    atomic.Int64
+	// FailAcquire makes Acquire fail without reaching the store.
+	FailAcquire atomic.Bool
 	// FailAfterAcquire performs the acquire, then reports an error, as a
 	// connection cut after the server's answer would.
 	FailAfterAcquire atomic.Bool
@@ -99,6 +101,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	}
 	if f.BlockAcquire.Load() {
 		return backend.Grant{}, f.block(ctx)
+	}
+	if f.FailAcquire.Load() {
+		return backend.Grant{}, ErrInjected
 	}
 	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
 	if err == nil && g.Acquired {
@@ -202,4 +207,12 @@ func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.
 		return backend.Holding{}, false, fmt.Errorf("%s: Revoke: %w", f.B.Info().Name, errors.ErrUnsupported)
 	}
 	return r.Revoke(ctx, key, token)
+}
+
+// Partition makes every call fail (true) or pass (false), as a network
+// partition between this client and the store would.
+func (f *Faulty) Partition(on bool) {
+	f.FailAcquire.Store(on)
+	f.FailRenew.Store(on)
+	f.FailRelease.Store(on)
 }
