@@ -136,6 +136,9 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 		fmt.Fprintf(a.stderr, "%s is held by %s (token %d, %s left, metadata %q).\nRelease it by force? Its holder will lose it. [y/N] ",
 			oneLine(o.name), oneLine(h.Owner), h.Token, timeLeft(h.ExpiresIn), truncate(oneLine(h.Metadata), maxMetaCol))
 		answer, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		if !strings.HasSuffix(answer, "\n") {
+			fmt.Fprintln(a.stderr) // no answer typed: end the question's line
+		}
 		if ans := strings.ToLower(strings.TrimSpace(answer)); ans != "y" && ans != "yes" {
 			fmt.Fprintln(a.stderr, "not confirmed: nothing released")
 			return exitFailure

@@ -97,7 +97,7 @@ type watcher struct {
 	mu       sync.Mutex
 	released map[string]bool // keys announced released since the last look
 
-	last      map[string]seen
+	last map[string]seen
 }
 
 // notify is the release watch's callback: it must not block.

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/postgres"
+	"github.com/leasehold/leasehold/backend/redis"
+)
+
+// bin is the leasehold binary built by TestMain.
+var bin string
+
+// mainRun builds the binary before the tests and removes it after.
+type mainRun struct{ m *testing.M }
+
+func (r mainRun) Run() int {
+	dir, err := os.MkdirTemp("", "leasehold-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin = filepath.Join(dir, "leasehold")
+	args := []string{"build", "-o", bin}
+	if raceEnabled { // the binary's goroutines are checked as the tests' are
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goTool(), append(args, ".")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		return 1
+	}
+	return r.m.Run()
+}
+
+func goTool() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(mainRun{m}) }
+
+// storeVars are the variables that select a store: removed from the
+// environment of every run unless a test sets them.
+var storeVars = []string{envRedis, envPostgres, envSQLServer}
+
+// result is one run of the binary.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs the binary with args, stdin as its input and env added to a
+// clean environment (no store variables), and waits for it to exit.
+func run(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = childEnv(env)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("run leasehold %s: %v", strings.Join(args, " "), err)
+		}
+		code = ee.ExitCode()
+	}
+	t.Logf("leasehold %s\n-> exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	return result{stdout.String(), stderr.String(), code}
+}
+
+func childEnv(env []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, v := range storeVars {
+			keep = keep && k != v
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func requireServices() bool { return os.Getenv("LEASEHOLD_REQUIRE_SERVICES") == "1" }
+
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if requireServices() {
+		t.Fatalf("%s (LEASEHOLD_REQUIRE_SERVICES=1)", msg)
+	}
+	t.Skipf("%s; set LEASEHOLD_REQUIRE_SERVICES=1 to fail instead of skipping", msg)
+}
+
+// storeEnv is one real store, private to a test: the backend a Manager uses
+// and the flags that point the binary at the same leases.
+type storeEnv struct {
+	name  string
+	b     backend.Backend
+	flags []string
+}
+
+// storeCase opens a store for one test.
+type storeCase struct {
+	name string
+	open func(t *testing.T) *storeEnv
+}
+
+var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}}
+
+// forEachStore runs f as a subtest on every real store.
+func forEachStore(t *testing.T, f func(t *testing.T, e *storeEnv)) {
+	for _, c := range storeCases {
+		t.Run(c.name, func(t *testing.T) { f(t, c.open(t)) })
+	}
+}
+
+func postgresDSN() string {
+	if dsn := os.Getenv(envPostgres); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// postgresEnv makes a lease table in a schema of its own, dropped at cleanup.
+func postgresEnv(t *testing.T) *storeEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, postgresDSN())
+	if err == nil {
+		if err = pool.Ping(ctx); err != nil {
+			pool.Close()
+		}
+	}
+	if err != nil {
+		unavailable(t, "PostgreSQL is not reachable (set %s): %v", envPostgres, err)
+	}
+	t.Cleanup(pool.Close)
+	schema := "lh_cli_" + randomHex(6)
+	if err := postgres.EnsureSchema(ctx, pool, schema, postgres.DefaultTable); err != nil {
+		t.Fatalf("EnsureSchema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP SCHEMA "`+schema+`" CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	b, err := postgres.New(pool, postgres.WithTable(schema, postgres.DefaultTable))
+	if err != nil {
+		t.Fatalf("postgres.New: %v", err)
+	}
+	return &storeEnv{name: "postgres", b: b, flags: []string{"-postgres", postgresDSN(), "-schema", schema}}
+}
+
+func redisAddr() string {
+	if a := os.Getenv(envRedis); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+// redisEnv uses a backend key prefix of its own, so that its leases are the
+// test's only.
+func redisEnv(t *testing.T) *storeEnv {
+	t.Helper()
+	client := goredis.NewClient(&goredis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		unavailable(t, "no Redis at %s (set %s): %v", redisAddr(), envRedis, err)
+	}
+	prefix := "lh-cli-" + randomHex(6) + ":"
+	b, err := redis.New(client, redis.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	_, inspects := any(b).(backend.Inspector)
+	_, lists := any(b).(backend.Lister)
+	_, revokes := any(b).(backend.Revoker)
+	if !inspects || !lists || !revokes {
+		t.Skip("the Redis backend of this build lacks Inspect, List or Revoke")
+	}
+	return &storeEnv{name: "redis", b: b, flags: []string{"-redis", redisAddr(), "-redis-prefix", prefix}}
+}
+
+// newManager returns a Manager on e's store, closed at cleanup.
+func newManager(t *testing.T, e *storeEnv, owner string) *leasehold.Manager {
+	t.Helper()
+	m, err := leasehold.New(e.b, leasehold.WithOwner(owner))
+	if err != nil {
+		t.Fatalf("leasehold.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = m.Close(ctx)
+	})
+	return m
+}
+
+// args joins a command, e's flags and more arguments.
+func (e *storeEnv) args(cmd string, more ...string) []string {
+	return append(append([]string{cmd}, e.flags...), more...)
+}
+
+// lineSink collects the lines a running process writes, for tests that wait
+// for a line (never for a while).
+type lineSink struct {
+	mu      sync.Mutex
+	partial []byte
+	lines   []string
+	changed chan struct{}
+}
+
+func newLineSink() *lineSink { return &lineSink{changed: make(chan struct{}, 1)} }
+
+func (s *lineSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.partial = append(s.partial, p...)
+	for {
+		i := bytes.IndexByte(s.partial, '\n')
+		if i < 0 {
+			break
+		}
+		s.lines = append(s.lines, string(s.partial[:i]))
+		s.partial = s.partial[i+1:]
+	}
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (s *lineSink) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.lines...)
+}
+
+// waitFor returns the first line that satisfies ok, waiting up to a minute
+// (a bound for a stuck process, not a timing assumption).
+func (s *lineSink) waitFor(t *testing.T, what string, ok func(string) bool) string {
+	t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for {
+		for _, l := range s.all() {
+			if ok(l) {
+				return l
+			}
+		}
+		select {
+		case <-s.changed:
+		case <-deadline.C:
+			t.Fatalf("no line with %s within a minute; got:\n%s", what, strings.Join(s.all(), "\n"))
+		}
+	}
+}
