@@ -147,6 +147,7 @@ func (s *suite) mHandOff(t *testing.T) {
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
 	holder := mustAcquire(t, m1, "job")
 	got := make(chan *leasehold.Lease, 1)
+	before := p.f.Acquires.Load()
 	go func() {
 		l, err := m2.Acquire(context.Background(), "job", leasehold.WithWait(patience))
 		if err != nil {
@@ -154,7 +155,7 @@ func (s *suite) mHandOff(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(50 * time.Millisecond) // let the waiter find the key busy first
+	eventually(t, "the waiter to find the key busy", func() bool { return p.f.Acquires.Load() > before })
 	if err := holder.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
