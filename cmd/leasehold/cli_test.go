@@ -22,6 +22,7 @@ const longTTL = time.Minute // long enough never to end while a test looks
 // TestListAndInspect: list and inspect show a lease held by a real Manager,
 // as a table and as JSON; a free name is "free" (exit 0) or {"held":false}.
 func TestListAndInspect(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *storeEnv) {
 		ctx := context.Background()
 		m := newManager(t, e, "cli-owner-"+randomHex(3))
@@ -117,6 +118,7 @@ func checkHolding(t *testing.T, h holdingJSON, l *leasehold.Lease, meta string) 
 // of the loss with ReasonRejected at its next renewal, and the next grant's
 // token is higher.
 func TestReleaseForce(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *storeEnv) {
 		ctx := context.Background()
 		m := newManager(t, e, "cli-holder-"+randomHex(3))
@@ -211,6 +213,7 @@ func waitLost(t *testing.T, sub *leasehold.Subscription, l *leasehold.Lease) {
 // lines), and stops with exit 0 on SIGINT. The test waits for each line
 // rather than for a while: machine load cannot change its outcome.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *storeEnv) {
 		ctx := context.Background()
 		m := newManager(t, e, "cli-watched-"+randomHex(3))
@@ -274,6 +277,7 @@ func TestWatch(t *testing.T) {
 // TestWatchFor: watch -for ends by itself with exit 0, and its text lines
 // carry time, event, name, owner and token.
 func TestWatchFor(t *testing.T) {
+	t.Parallel()
 	e := postgresEnv(t)
 	m := newManager(t, e, "cli-for-"+randomHex(3))
 	l, err := m.Acquire(context.Background(), "for-"+randomHex(4), leasehold.WithTTL(longTTL))
@@ -293,6 +297,7 @@ func TestWatchFor(t *testing.T) {
 // TestStoreFromEnvironment: with no store flag, the one LEASEHOLD_* variable
 // set selects the store.
 func TestStoreFromEnvironment(t *testing.T) {
+	t.Parallel()
 	e := postgresEnv(t)
 	r := run(t, "", []string{envPostgres + "=" + postgresDSN()}, "list", "-schema", e.flags[3])
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "NAME") {
@@ -335,6 +340,7 @@ func (c *countingListener) connected(t *testing.T) bool {
 // TestUsageErrors: bad command lines exit 2 with a message naming the
 // problem, before any connection, and never print the password.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	l := newCountingListener(t)
 	const secret = "s3cretPW"
 	pg := "postgres://admin:" + secret + "@127.0.0.1:" + l.port() + "/db"
@@ -362,6 +368,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", nil, []string{"list", "-postgres", pg, "-prefx", "a"}, "flag provided but not defined: -prefx"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := run(t, "", c.env, c.args...)
 			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, c.want)
@@ -379,6 +386,7 @@ func TestUsageErrors(t *testing.T) {
 // TestHelp: -h starts with a synopsis and two example command lines, exits 0,
 // and each command's -h lists its flags.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", nil, "-h")
 	lines := strings.Split(r.stdout, "\n")
 	if r.code != 0 || len(lines) < 4 || !strings.HasPrefix(lines[0], "usage: leasehold COMMAND") ||
@@ -396,6 +404,7 @@ func TestHelp(t *testing.T) {
 // TestNoPasswordPrinted: connection and parse failures name the store but
 // never its password, whether given by flag or by variable.
 func TestNoPasswordPrinted(t *testing.T) {
+	t.Parallel()
 	l := newCountingListener(t) // accepts and never answers: the call times out
 	closed := newCountingListener(t)
 	closedPort := closed.port()
@@ -418,6 +427,7 @@ func TestNoPasswordPrinted(t *testing.T) {
 		{"sqlserver ADO form", nil, []string{"list", "-sqlserver", "server=127.0.0.1;port=" + closedPort + ";user id=sa;password=" + secret}, "cannot reach SQL Server at 127.0.0.1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := run(t, "", c.env, c.args...)
 			if r.code != 1 || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, c.want)

@@ -147,7 +147,10 @@ var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}}
 // forEachStore runs f as a subtest on every real store.
 func forEachStore(t *testing.T, f func(t *testing.T, e *storeEnv)) {
 	for _, c := range storeCases {
-		t.Run(c.name, func(t *testing.T) { f(t, c.open(t)) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, c.open(t))
+		})
 	}
 }
 
