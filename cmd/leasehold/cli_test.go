@@ -146,6 +146,11 @@ func TestReleaseForce(t *testing.T) {
 			t.Fatalf("the lease ended after refusals: %v", err)
 		}
 
+		interruptPrompt(t, e, name)
+		if err := l.Err(); err != nil {
+			t.Fatalf("the lease ended after an interrupted prompt: %v", err)
+		}
+
 		r := run(t, "", nil, e.args("release", "-force", "-yes", name)...)
 		want := "released " + name + ": owner " + m.Owner() + ", token " + strconv.FormatUint(l.Token(), 10)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, want) {
@@ -186,6 +191,34 @@ func TestReleaseForce(t *testing.T) {
 		}
 		waitLost(t, sub2, l2)
 	})
+}
+
+// interruptPrompt sends SIGINT to release while it waits for an answer:
+// it must exit 1 and release nothing.
+func interruptPrompt(t *testing.T, e *storeEnv, name string) {
+	t.Helper()
+	stderr := newLineSink()
+	cmd := exec.Command(bin, e.args("release", "-force", name)...)
+	cmd.Env, cmd.Stderr = childEnv(nil), stderr
+	stdin, err := cmd.StdinPipe() // never written: nobody answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start release: %v", err)
+	}
+	stderr.waitFor(t, "the question", func(l string) bool { return strings.HasSuffix(l, "[y/N] ") })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatalf("SIGINT: %v", err)
+	}
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("release interrupted at the prompt: %v, want exit 1", err)
+	}
+	if out := strings.Join(stderr.all(), "\n"); !strings.Contains(out, "interrupted: nothing released") {
+		t.Errorf("release interrupted at the prompt said:\n%s", out)
+	}
 }
 
 // waitLost waits for l's loss event, which must say ReasonRejected.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/leasehold/leasehold/backend"
@@ -135,9 +136,13 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 		}
 		fmt.Fprintf(a.stderr, "%s is held by %s (token %d, %s left, metadata %q).\nRelease it by force? Its holder will lose it. [y/N] ",
 			oneLine(o.name), oneLine(h.Owner), h.Token, timeLeft(h.ExpiresIn), truncate(oneLine(h.Metadata), maxMetaCol))
-		answer, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		answer, answered := readLine(ctx, a.stdin)
 		if !strings.HasSuffix(answer, "\n") {
 			fmt.Fprintln(a.stderr) // no answer typed: end the question's line
+		}
+		if !answered {
+			fmt.Fprintln(a.stderr, "interrupted: nothing released")
+			return exitFailure
 		}
 		if ans := strings.ToLower(strings.TrimSpace(answer)); ans != "y" && ans != "yes" {
 			fmt.Fprintln(a.stderr, "not confirmed: nothing released")
@@ -192,4 +197,20 @@ func releasedNothing(a *app, o *opts, held bool, h backend.Holding, token uint64
 	}
 	fmt.Fprintln(a.stderr, msg)
 	return code
+}
+
+// readLine reads one line of r, or returns answered false when ctx ends
+// first (SIGINT at the prompt: the read is left behind, the process exits).
+func readLine(ctx context.Context, r io.Reader) (line string, answered bool) {
+	got := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(r).ReadString('\n')
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		return l, true
+	case <-ctx.Done():
+		return "", false
+	}
 }

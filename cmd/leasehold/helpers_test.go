@@ -277,10 +277,16 @@ func (s *lineSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// all returns the lines so far, and the unfinished last line (a prompt) if
+// there is one.
 func (s *lineSink) all() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.lines...)
+	out := append([]string(nil), s.lines...)
+	if len(s.partial) > 0 {
+		out = append(out, string(s.partial))
+	}
+	return out
 }
 
 // waitFor returns the first line that satisfies ok, waiting up to a minute
