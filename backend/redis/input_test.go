@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -197,7 +198,11 @@ func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
 		t.Fatalf("New with no server: %v; want a fault without the password", err)
 	}
 	var logs bytes.Buffer
-	b, err := New(c, WithEvictionAllowed(), WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	logged := &signalHandler{
+		Handler: slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		seen:    make(chan struct{}, 1),
+	}
+	b, err := New(c, WithEvictionAllowed(), WithLogger(slog.New(logged)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,10 +220,17 @@ func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
 	}
 	errs = append(errs, err, b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o", Attempt: "a"}))
 
-	// Let the watch fail and log a couple of times.
-	wctx, cancel := withTimeout(ctx, 300*time.Millisecond)
+	// Let the watch fail and log, then end it.
+	wctx, cancel := withTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := b.WatchReleases(wctx, func(string) {}); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- b.WatchReleases(wctx, func(string) {}) }()
+	select {
+	case <-logged.seen:
+	case <-wctx.Done():
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatalf("WatchReleases: %v", err)
 	}
 	for _, e := range errs {
@@ -235,4 +247,20 @@ func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
 	if strings.Contains(logs.String(), secret) {
 		t.Fatalf("log leaks the password: %s", logs.String())
 	}
+}
+
+// signalHandler is a slog.Handler that also signals each record it handles,
+// so a test can await a log line instead of sleeping.
+type signalHandler struct {
+	slog.Handler
+	seen chan struct{}
+}
+
+func (h *signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	select {
+	case h.seen <- struct{}{}:
+	default:
+	}
+	return err
 }
