@@ -9,7 +9,7 @@ GO ?= go
 # Tests that need Redis or PostgreSQL fail, not skip, when they are missing.
 export LEASEHOLD_REQUIRE_SERVICES ?= 1
 
-.PHONY: test services vet unit build fuzz bench
+.PHONY: test services vet unit build fuzz bench stress
 
 test: services vet unit build
 
@@ -29,6 +29,10 @@ build:
 # Not part of `make test`: explore name and option validation for a while.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidation -fuzztime 60s .
+
+# Not part of `make test` (which runs it for 2 s): the engine stress test, long.
+stress:
+	$(GO) test -race -count=1 -run '^TestStress$$' -stress.duration 5m -timeout 30m .
 
 # Not part of `make test`: the engine's own cost against a mutex-map floor.
 bench:

@@ -26,6 +26,11 @@ var (
 	ErrInvalidOption = messages.ErrInvalidOption
 	// ErrClosed: the Manager is closed.
 	ErrClosed = messages.ErrClosed
+	// ErrTokenNotIncreasing: the backend granted a token not above one this
+	// Manager has seen for the same name, breaking the fencing promise every
+	// backend makes. Acquire releases that grant and returns this error
+	// rather than hand out a lease that does not fence off its predecessor.
+	ErrTokenNotIncreasing = messages.ErrTokenNotIncreasing
 )
 
 // NotAcquiredError is the ErrNotAcquired a busy lease returns; it says who held

@@ -82,23 +82,25 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	}
 }
 
-// Release gives the lease back, waiting until the backend confirms. The handle
-// ends with ErrReleased at once, whatever the backend says. It is idempotent:
+// Release gives the lease back. The handle ends with ErrReleased before
+// Release returns, whatever happens next. The release itself runs detached
+// from ctx: ctx only bounds how long Release waits for the backend's answer.
+// When ctx ends first Release returns ctx's error while the engine goes on
+// releasing; if the backend cannot confirm, the engine retries until the
+// lease's TTL has passed (see README, "What survives what"). It is idempotent:
 // on a holding that has already ended (released or lost) it returns nil
 // without any backend call.
 func (l *Lease) Release(ctx context.Context) error {
-	if l.h.Err() != nil {
-		return nil
+	if !l.h.End(fmt.Errorf("%w: lease %q (token %d)", ErrReleased, l.h.Name, l.h.Token), false) {
+		return nil // already ended: released, lost or closed
 	}
 	reply := make(chan error, 1)
-	l.m.system.Root.Send(l.m.registry, &messages.Release{Key: l.h.Key, Token: l.h.Token, Ctx: ctx, Reply: reply})
+	l.m.system.Root.Send(l.m.registry, &messages.Release{Key: l.h.Key, Token: l.h.Token, Reply: reply})
 	select {
 	case err := <-reply:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-l.h.Lost():
-		return nil
 	case <-l.m.stopped:
 		return nil
 	}

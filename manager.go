@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type Manager struct {
 	system    *actor.ActorSystem
 	ownSystem bool
 	engine    *actors.Engine
+	cfg       *actors.Config
 	registry  *actor.PID
 	stopped   <-chan struct{} // closed once every actor has stopped
 	held      *actors.HeldSet
@@ -38,6 +40,11 @@ type Manager struct {
 	closed    atomic.Bool
 	closeDone chan struct{}
 	closeErr  error
+
+	// subs are the open subscriptions: Close closes them itself, so that
+	// one made while Close runs is never left open.
+	subsMu sync.Mutex
+	subs   map[*Subscription]struct{}
 }
 
 // New starts a Manager on backend b. The Manager does not close b: several
@@ -61,6 +68,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	m := &Manager{
 		b: b, owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
 		system: c.system, held: actors.NewHeldSet(), closeDone: make(chan struct{}),
+		subs: map[*Subscription]struct{}{},
 	}
 	if m.system == nil {
 		m.ownSystem = true
@@ -73,10 +81,11 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 		)
 	}
-	m.engine = actors.Start(m.system.Root, &actors.Config{
+	m.cfg = &actors.Config{
 		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held,
 		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay,
-	})
+	}
+	m.engine = actors.Start(m.system.Root, m.cfg)
 	m.registry, m.stopped = m.engine.Registry, m.engine.Stopped
 	return m, nil
 }
@@ -138,6 +147,8 @@ func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 		return nil, ErrClosed
 	}
 	switch {
+	case r.Holding != nil && m.closed.Load() && r.Holding.Err() != nil:
+		return nil, ErrClosed // granted, then released by Close: not a lease to hand out
 	case r.Holding != nil:
 		return &Lease{m: m, h: r.Holding}, nil
 	case errors.Is(r.Err, ErrNotAcquired):
@@ -180,11 +191,19 @@ const releaseTimeout = 10 * time.Second
 // as 0. After Close the subscription's channel is closed at once.
 func (m *Manager) Subscribe(buffer int) *Subscription {
 	s := newSubscription(max(buffer, 0))
+	m.subsMu.Lock()
+	defer m.subsMu.Unlock()
 	if m.closed.Load() {
 		s.sink.Close()
 		return s
 	}
-	s.unsubscribe = func() { m.system.Root.Send(m.registry, &messages.Unsubscribe{Sink: s.sink}) }
+	m.subs[s] = struct{}{}
+	s.unsubscribe = func() {
+		m.subsMu.Lock()
+		delete(m.subs, s)
+		m.subsMu.Unlock()
+		m.system.Root.Send(m.registry, &messages.Unsubscribe{Sink: s.sink})
+	}
 	m.system.Root.Send(m.registry, &messages.Subscribe{Sink: s.sink})
 	return s
 }
@@ -205,11 +224,16 @@ func (m *Manager) Held() []LeaseInfo {
 
 // Close releases every lease held (each handle ends with ErrReleased; a
 // release is not a loss, so no LostEvent is sent), answers every waiting
-// Acquire with ErrClosed, stops every actor and timer the Manager started and
-// closes the subscriptions. After Close every Manager call returns ErrClosed.
-// It is idempotent; when ctx ends first, Close stops the actors without waiting
-// for the remaining releases (those leases expire by their TTL) and returns
-// ctx's error.
+// Acquire with ErrClosed, cancels every backend call in flight, stops every
+// actor and timer the Manager started and closes the subscriptions. After
+// Close every Manager call returns ErrClosed, and no Acquire returns a live
+// lease. It is idempotent and never panics, whatever ctx.
+//
+// The releases run under ctx (each also bounded by a 10 s timeout). When ctx
+// ends first, or has already ended (a signal.NotifyContext after SIGTERM,
+// say), Close stops at once: every handle still ends with ErrReleased, but
+// the releases not yet confirmed are left to the store, which frees those
+// names when their TTL ends. Close then returns ctx's error.
 func (m *Manager) Close(ctx context.Context) error {
 	if m.closed.Swap(true) { // not the first Close: wait for the first
 		select {
@@ -220,17 +244,24 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	defer close(m.closeDone)
+	m.cfg.Closing.Store(true)
 
 	released := make(chan struct{})
-	m.system.Root.Send(m.registry, &messages.Shutdown{Reply: released})
+	m.system.Root.Send(m.registry, &messages.Shutdown{Ctx: ctx, Reply: released})
 	select {
 	case <-released:
 	case <-ctx.Done():
 		m.closeErr = ctx.Err()
 	}
-	m.engine.Stop(m.system.Root) // the backend actor cancels calls in flight, so this is quick
+	m.engine.Stop(m.system.Root) // quick: the backend actor cancels calls in flight
 	if m.ownSystem {
 		m.system.Shutdown()
 	}
+	m.subsMu.Lock()
+	for s := range m.subs {
+		s.sink.Close()
+	}
+	clear(m.subs)
+	m.subsMu.Unlock()
 	return m.closeErr
 }

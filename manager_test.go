@@ -371,7 +371,7 @@ func TestBackendPanicIsAnError(t *testing.T) {
 	if _, err := m.Acquire(ctx, "job"); err == nil || errors.Is(err, leasehold.ErrNotAcquired) {
 		t.Fatalf("Acquire = %v, want the panic as an error", err)
 	}
-	g, err := store.Acquire(ctx, backend.AcquireRequest{Key: "job", Owner: "someone-else", TTL: time.Second})
+	g, err := store.Acquire(ctx, backend.AcquireRequest{Key: "job", Owner: "someone-else", Attempt: "a1", TTL: time.Second})
 	if err != nil || !g.Acquired {
 		t.Fatalf("the panicking grant was left behind: %+v, %v", g, err)
 	}

@@ -12,9 +12,11 @@ import (
 	"github.com/leasehold/leasehold/messages"
 )
 
-// cleanupTimeout bounds a release the engine makes on its own (after a loss, an
-// abandoned grant or an ambiguous acquire), which has no caller context.
-const cleanupTimeout = 10 * time.Second
+// releaseTimeout bounds every release: releases run detached from whoever
+// asked for them (a caller of Lease.Release, a loss, an abandoned grant, an
+// ambiguous acquire, Close), so this is their only bound besides Close's
+// context.
+const releaseTimeout = 10 * time.Second
 
 // backendActor owns the Backend: it makes the calls off its mailbox, on a few
 // long-lived workers (a goroutine of its own for a call when all are busy; a
@@ -28,11 +30,16 @@ type backendActor struct {
 	root     *actor.RootContext
 	inline   bool
 
-	base   context.Context
+	base   context.Context // ends when the actor stops
 	cancel context.CancelFunc
-	sem    chan struct{}
-	work   chan func() // to the call workers
-	wg     sync.WaitGroup
+	// calls bounds every call: until Shutdown it is base; Shutdown cancels
+	// the calls in flight and makes the following ones run under Close's
+	// context (see messages.Shutdown).
+	calls       context.Context
+	cancelCalls context.CancelFunc
+	sem         chan struct{}
+	work        chan func() // to the call workers
+	wg          sync.WaitGroup
 
 	batch *renewBatcher // nil unless the backend renews in batches
 }
@@ -44,8 +51,9 @@ func newBackendActor(cfg *Config, registry *actor.PID, root *actor.RootContext) 
 		n = 256
 	}
 	base, cancel := context.WithCancel(context.Background())
+	calls, cancelCalls := context.WithCancel(base)
 	a := &backendActor{cfg: cfg, registry: registry, root: root, inline: inline,
-		base: base, cancel: cancel, sem: make(chan struct{}, n)}
+		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
 	if br, ok := cfg.Backend.(backend.BatchRenewer); ok && !inline {
 		a.batch = newRenewBatcher(br, cfg.RenewBatchSize, cfg.RenewBatchDelay)
 	}
@@ -90,10 +98,13 @@ func (a *backendActor) Receive(ctx actor.Context) {
 		}
 	case *messages.BackendRelease:
 		a.run(m.ReplyTo, m)
+	case *messages.Shutdown:
+		a.onShutdown(m)
 	case *actor.Stopping:
 		if a.batch != nil {
 			a.batch.stop()
 		}
+		a.cancelCalls()
 		a.cancel()
 		if a.work != nil {
 			close(a.work)
@@ -102,10 +113,30 @@ func (a *backendActor) Receive(ctx actor.Context) {
 	}
 }
 
+// onShutdown cancels every call in flight (Close must not wait on a call that
+// blocks until its context ends) and runs the calls that follow, the
+// releases Shutdown makes, under Close's context.
+func (a *backendActor) onShutdown(m *messages.Shutdown) {
+	a.cancelCalls()
+	closing := m.Ctx
+	if closing == nil {
+		closing = context.Background()
+	}
+	ctx, cancel := context.WithCancel(a.base)
+	stop := context.AfterFunc(closing, cancel)
+	a.calls, a.cancelCalls = ctx, func() { stop(); cancel() }
+}
+
 // run makes the call req asks for and sends its result to replyTo, off the
 // mailbox. (Immediate backends never get here: lease actors call them.)
 func (a *backendActor) run(replyTo *actor.PID, req any) {
-	a.exec(func() { a.root.Send(replyTo, perform(a.cfg.Backend, a.base, false, req)) })
+	calls := a.calls
+	a.exec(func() {
+		res := perform(a.cfg.Backend, calls, false, req)
+		if replyTo != nil {
+			a.root.Send(replyTo, res)
+		}
+	})
 }
 
 // callWorkers is how many long-lived goroutines make backend calls. A call on
@@ -144,9 +175,9 @@ func (a *backendActor) exec(fn func()) {
 }
 
 // perform makes the backend call req asks for and returns its result message.
-// Calls are bounded by base (cancelled when the backend actor stops) as well
-// as by the requester's context; immediate backends return at once, so their
-// calls skip that bookkeeping.
+// Calls are bounded by base (the backend actor's calls context) as well as by
+// the requester's context or deadline; immediate backends return at once, so
+// their calls skip that bookkeeping.
 func perform(b backend.Backend, base context.Context, immediate bool, req any) (result any) {
 	// A panicking backend is a bug, but not one that may take the process
 	// down or leave a lease actor without an answer: it becomes a failed call
@@ -171,7 +202,10 @@ func perform(b backend.Backend, base context.Context, immediate bool, req any) (
 		g, err := b.Renew(ctx, m.Req)
 		return &messages.RenewResult{Seq: m.Seq, Grant: g, Err: err}
 	case *messages.BackendRelease:
-		ctx, done := bound(base, m.Ctx, immediate)
+		ctx, done := base, context.CancelFunc(func() {})
+		if !immediate {
+			ctx, done = context.WithTimeout(base, releaseTimeout)
+		}
 		defer done()
 		err := b.Release(ctx, m.Req)
 		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
@@ -195,17 +229,11 @@ func failed(req any, err error) any {
 	return nil
 }
 
-// bound derives a call context from the requester's ctx (nil: a cleanup with
-// its own timeout) that also ends when base does.
+// bound derives a call context from the requester's ctx that also ends when
+// base does.
 func bound(base, parent context.Context, immediate bool) (context.Context, func()) {
 	if immediate {
-		if parent == nil {
-			return base, func() {}
-		}
 		return parent, func() {}
-	}
-	if parent == nil {
-		return context.WithTimeout(base, cleanupTimeout)
 	}
 	ctx, cancel := context.WithCancel(parent)
 	stop := context.AfterFunc(base, cancel)

@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -23,9 +26,33 @@ type Config struct {
 	RenewBatchSize  int
 	RenewBatchDelay time.Duration
 
+	// Closing is set by Manager.Close before anything else: a lease actor
+	// stopped before it handled Shutdown (Close's context had ended) ends
+	// its holding as released, not lost.
+	Closing atomic.Bool
+
 	// notifications is true while the backend announces releases; waiters
 	// poll less often then.
 	notifications atomic.Bool
+
+	// instance and attempts make attempt identities: unique across
+	// processes (instance is random) and cheap (a counter, not a random
+	// number per attempt).
+	instance string
+	attempts atomic.Uint64
+}
+
+// newAttempt returns a new acquire attempt identity ("<instance>.<n>").
+func (c *Config) newAttempt() string {
+	return c.instance + "." + strconv.FormatUint(c.attempts.Add(1), 36)
+}
+
+// newInstance returns 16 random hex digits: with 64 bits, two Managers that
+// ever share a store never share an instance.
+func newInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Defaults of the batching options.

@@ -27,6 +27,7 @@ const (
 // waiter is one Acquire in the FIFO queue.
 type waiter struct {
 	m        *messages.Acquire
+	attempt  string    // its acquire attempt's identity, made when it first asks the backend
 	deadline time.Time // zero: no deadline of its own
 	timer    scheduler.CancelFunc
 	attempts int // refusals so far, for poll backoff
@@ -76,6 +77,24 @@ type leaseActor struct {
 	noticed  bool   // a release notice came while an acquire was in flight
 	holdT    timer  // the holding's renewals and local deadline
 	retryT   timer
+
+	// busy is the last refusal seen: who holds the key elsewhere. A
+	// one-attempt Acquire that cannot ask the backend itself (a waiter is
+	// ahead of it) is answered with it, or, while an attempt is in flight,
+	// joins observers and gets that attempt's answer.
+	busy      busyInfo
+	observers []*messages.Acquire
+	// maxToken is the highest token this actor has seen for the key: a
+	// grant at or below it breaks the store's fencing promise and is
+	// refused (defence in depth; the backends guarantee it).
+	maxToken uint64
+
+	// The release in flight (op == opReleasing), remembered as unconfirmed
+	// if it fails; see unconfirmed.go.
+	rel         *pendingRelease
+	unconfirmed []*pendingRelease
+	unconfDue   bool
+	unconfT     timer
 
 	// An Immediate backend (memory) is called right here rather than through
 	// the backend actor, saving two message hops per call; its results queue
@@ -170,6 +189,10 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 		if a.retryT.fired(m.Gen) {
 			a.polling = false
 		}
+	case *messages.ReleaseRetryTick:
+		if a.unconfT.fired(m.Gen) {
+			a.unconfDue = true
+		}
 	case *messages.WaitTimeout:
 		a.onWaitTimeout(m)
 	}
@@ -178,7 +201,11 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 // settle runs after every message: it starts the next acquire when the key is
 // free here, and reports idleness or the end of a shutdown to the registry.
 func (a *leaseActor) settle(ctx actor.Context) {
+	a.settleObservers()
 	if a.op != opNone || a.cur != nil {
+		return
+	}
+	if a.retryUnconfirmed(ctx) {
 		return
 	}
 	a.startNext(ctx)
@@ -191,7 +218,7 @@ func (a *leaseActor) settle(ctx actor.Context) {
 			a.doneSent = true
 			ctx.Send(a.registry, &messages.ShutdownDone{Key: a.key})
 		}
-	case len(a.waiters) == 0 && (!a.idleSent || a.idleAt != a.handled):
+	case len(a.waiters) == 0 && len(a.unconfirmed) == 0 && (!a.idleSent || a.idleAt != a.handled):
 		a.idleSent, a.idleAt = true, a.handled
 		ctx.Send(a.registry, &messages.Idle{Key: a.key, Handled: a.handled, From: a.self})
 	}
@@ -204,15 +231,18 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 		return
 	}
+	a.unconfDue = true // confirm an earlier release is gone before acquiring again
 	if m.Wait == 0 && (a.cur != nil || a.op == opAcquiring || len(a.waiters) > 0) {
-		// One attempt, and this Manager already holds or is getting the key:
-		// no re-entry, and no backend call can change that. (A release in
-		// flight is different: the attempt runs once it is done.)
-		reply := messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner}
-		if a.cur != nil {
-			reply.HolderExpiresAt = a.cur.h.ExpiresAt()
+		// One attempt, and this Manager already holds the key or a waiter
+		// is ahead: no re-entry, no queue jumping. Say who really holds it.
+		switch {
+		case a.cur != nil:
+			m.Reply <- a.heldHere()
+		case a.op == opAcquiring || !a.polling:
+			a.observers = append(a.observers, m) // the next answer says
+		default:
+			m.Reply <- a.busy.reply()
 		}
-		m.Reply <- reply
 		return
 	}
 	w := &waiter{m: m}
@@ -240,10 +270,13 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 		if a.polling {
 			return
 		}
+		if w.attempt == "" {
+			w.attempt = a.cfg.newAttempt()
+		}
 		a.op, a.seq, a.acqSent, a.noticed = opAcquiring, a.seq+1, time.Now(), false
 		a.toBackend(ctx, &messages.BackendAcquire{
 			Seq: a.seq,
-			Req: backend.AcquireRequest{Key: a.key, Owner: a.cfg.Owner, TTL: w.m.TTL, Metadata: w.m.Metadata},
+			Req: backend.AcquireRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: w.attempt, TTL: w.m.TTL, Metadata: w.m.Metadata},
 			Ctx: w.m.Ctx, ReplyTo: a.self,
 		})
 		return
@@ -260,19 +293,26 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 	switch {
 	case r.Err != nil:
 		a.popHead()
+		err := acquireError(m, r.Err)
+		if a.shutdown {
+			err = messages.ErrClosed
+		}
+		a.answerObservers(messages.AcquireReply{Err: err})
 		if !errors.Is(r.Err, backend.ErrInvalidRequest) {
 			// The grant may have happened with the answer lost: release
-			// whatever this owner holds under the key before anyone goes on.
-			a.releaseThenReply(ctx, 0, m, acquireError(m, r.Err))
+			// whatever this attempt got before anyone goes on.
+			a.releaseThenReply(ctx, w.attempt, 0, m.TTL, m, err)
 			return
 		}
-		m.Reply <- messages.AcquireReply{Err: acquireError(m, r.Err)}
+		m.Reply <- messages.AcquireReply{Err: err}
 
 	case !r.Grant.Acquired:
-		busy := messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: r.Grant.Holder, HolderExpiresAt: r.Grant.HolderExpiresAt}
+		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}
+		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
+		a.answerObservers(a.busy.reply())
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
 			a.popHead()
-			m.Reply <- busy
+			m.Reply <- a.busy.reply()
 			return
 		}
 		if a.noticed { // released meanwhile: try again at once
@@ -280,23 +320,78 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 			return
 		}
 		a.polling = true
-		a.retryT.arm(a.timers, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresAt), a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.retryT.arm(a.timers, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresIn), a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:
 		a.popHead()
+		tok := r.Grant.Token
+		fenced := tok <= a.maxToken
+		a.maxToken = max(a.maxToken, tok)
+		if a.shutdown {
+			a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
+		} else {
+			a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: r.Grant.ExpiresAt})
+		}
 		switch {
 		case a.shutdown:
-			a.releaseThenReply(ctx, r.Grant.Token, m, messages.ErrClosed)
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
+		case fenced:
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
 		case !localDeadline(a.acqSent, m.TTL).After(time.Now()):
-			a.releaseThenReply(ctx, r.Grant.Token, m, fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL))
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("leasehold: acquire %q: the grant arrived after its local deadline (TTL %v is too short for this backend's latency)", m.Name, m.TTL))
 		case !m.Ticket.Claim():
 			// The caller gave up while the grant was on its way.
-			a.startRelease(ctx, r.Grant.Token, nil, nil)
+			a.startRelease(ctx, w.attempt, tok, m.TTL, nil)
 		default:
-			a.hold(ctx, m, r.Grant)
+			a.hold(ctx, m, w.attempt, r.Grant)
 		}
 	}
+}
+
+// busyInfo is who held the key at the last refusal.
+type busyInfo struct {
+	holder    string
+	expiresAt time.Time // on the store's clock, for the caller to read
+}
+
+func (b busyInfo) reply() messages.AcquireReply {
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: b.holder, HolderExpiresAt: b.expiresAt}
+}
+
+// heldHere is the refusal of a one-attempt Acquire while this Manager holds
+// the key.
+func (a *leaseActor) heldHere() messages.AcquireReply {
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: a.cur.h.ExpiresAt()}
+}
+
+// settleObservers answers the one-attempt Acquires waiting to learn who holds
+// the key once no attempt in flight will tell them; when nobody is ahead of
+// them any more, the first makes its own attempt.
+func (a *leaseActor) settleObservers() {
+	if len(a.observers) == 0 || a.op == opAcquiring || a.shutdown {
+		return
+	}
+	switch {
+	case a.cur != nil:
+		a.answerObservers(a.heldHere())
+	case a.polling:
+		a.answerObservers(a.busy.reply())
+	case a.op == opNone && len(a.waiters) == 0:
+		m := a.observers[0]
+		a.observers[0] = nil
+		a.observers = a.observers[1:]
+		a.waiters = append(a.waiters, &waiter{m: m})
+	}
+}
+
+// answerObservers answers the one-attempt Acquires that waited for the
+// attempt in flight to learn who holds the key.
+func (a *leaseActor) answerObservers(reply messages.AcquireReply) {
+	for _, m := range a.observers {
+		m.Reply <- reply
+	}
+	a.observers = nil
 }
 
 func acquireError(m *messages.Acquire, err error) error {
@@ -310,8 +405,8 @@ func acquireError(m *messages.Acquire, err error) error {
 }
 
 // hold turns a claimed grant into the current holding and hands it over.
-func (a *leaseActor) hold(ctx actor.Context, m *messages.Acquire, g backend.Grant) {
-	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, m.Metadata, g.Token, g.ExpiresAt)
+func (a *leaseActor) hold(ctx actor.Context, m *messages.Acquire, attempt string, g backend.Grant) {
+	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acqSent, m.TTL)}
 	h.SetDeadline(a.cur.deadline)
 	a.cfg.Held.add(h)
@@ -328,9 +423,9 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 		return // gone, or its attempt in flight decides
 	}
 	w := a.removeAt(i)
-	reply := messages.AcquireReply{Err: messages.ErrNotAcquired}
+	reply := a.busy.reply()
 	if a.cur != nil {
-		reply.Holder, reply.HolderExpiresAt = a.cfg.Owner, a.cur.h.ExpiresAt()
+		reply = a.heldHere()
 	}
 	w.m.Reply <- reply
 }
@@ -411,7 +506,7 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 	c.renewing, c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = true, a.seq, time.Now(), ttl, replies
 	a.toBackend(ctx, &messages.BackendRenew{
 		Seq:      a.seq,
-		Req:      backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token, TTL: ttl},
+		Req:      backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: ttl},
 		Deadline: c.deadline,
 		MaxDelay: renewBatchWait(c.renewEvery, replies),
 		ReplyTo:  a.self,
@@ -499,12 +594,15 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 	c := a.cur
 	err := fmt.Errorf("%w: lease %q (token %d): %w", messages.ErrLost, c.h.Name, c.h.Token, cause)
 	a.end(err, true)
-	err = c.h.Err() // the handle may have found the deadline passed first
+	err = c.h.Err() // the handle may have found the deadline passed first, or been released
+	a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
+	if !errors.Is(err, messages.ErrLost) {
+		return err // its caller released it first: a release is not a loss
+	}
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
 	ctx.Send(a.hub, &messages.Publish{Event: messages.Lost{
 		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
 	}})
-	a.startRelease(ctx, c.h.Token, nil, nil)
 	return err
 }
 
@@ -530,30 +628,29 @@ func (a *leaseActor) onRelease(ctx actor.Context, m *messages.Release) {
 		return
 	}
 	a.end(fmt.Errorf("%w: lease %q (token %d)", messages.ErrReleased, c.h.Name, c.h.Token), false)
-	a.startRelease(ctx, c.h.Token, m, m.Reply)
+	a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, m.Reply)
 }
 
 // releaseThenReply gives back a grant the caller of m cannot have, and only
 // once the backend has answered tells the caller err: nothing granted is left
 // unowned behind an error.
-func (a *leaseActor) releaseThenReply(ctx actor.Context, token uint64, m *messages.Acquire, err error) {
-	a.startRelease(ctx, token, nil, nil)
+func (a *leaseActor) releaseThenReply(ctx actor.Context, attempt string, token uint64, ttl time.Duration, m *messages.Acquire, err error) {
+	a.startRelease(ctx, attempt, token, ttl, nil)
 	a.relThen = func() { m.Reply <- messages.AcquireReply{Err: err} }
 }
 
-// startRelease releases (key, owner, token) on the backend; token 0 releases
-// whatever this owner holds there. The next acquire waits for its answer.
-func (a *leaseActor) startRelease(ctx actor.Context, token uint64, m *messages.Release, reply chan<- error) {
+// startRelease releases the holding (attempt, token) on the backend; token 0
+// releases whatever that attempt got. The next acquire waits for its answer;
+// if it fails, the release is remembered as unconfirmed (see unconfirmed.go).
+// ttl is the holding's: how long the store may keep it if the release is lost.
+func (a *leaseActor) startRelease(ctx actor.Context, attempt string, token uint64, ttl time.Duration, reply chan<- error) {
 	a.op, a.seq, a.relReply, a.relThen = opReleasing, a.seq+1, reply, nil
-	req := &messages.BackendRelease{
+	a.rel = &pendingRelease{attempt: attempt, token: token, ttl: ttl}
+	a.toBackend(ctx, &messages.BackendRelease{
 		Seq:     a.seq,
-		Req:     backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: token},
+		Req:     backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: attempt, Token: token},
 		ReplyTo: a.self,
-	}
-	if m != nil {
-		req.Ctx = m.Ctx
-	}
-	a.toBackend(ctx, req)
+	})
 }
 
 func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
@@ -562,8 +659,9 @@ func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
 	}
 	a.op = opNone
 	err := r.Err
+	a.settleRelease(a.rel, err)
+	a.rel = nil
 	if err != nil {
-		a.cfg.Logger.Warn("leasehold: release failed; the backend frees the key when its TTL ends", "key", a.key, "err", err)
 		err = fmt.Errorf("leasehold: release %q: %w", a.key, err)
 	}
 	if a.relReply != nil {
@@ -580,6 +678,7 @@ func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
 
 func (a *leaseActor) onShutdown(ctx actor.Context) {
 	a.shutdown = true
+	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 	for i := len(a.waiters) - 1; i >= 0; i-- {
 		if i == 0 && a.op == opAcquiring {
 			break // its result releases any grant and answers ErrClosed
@@ -588,7 +687,7 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 	}
 	if c := a.cur; c != nil {
 		a.end(closedReleased(c.h), false)
-		a.startRelease(ctx, c.h.Token, nil, nil)
+		a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
 	}
 }
 
@@ -603,6 +702,8 @@ func closedReleased(h *messages.Holding) error {
 func (a *leaseActor) onStopping(ctx actor.Context) {
 	a.holdT.stop()
 	a.retryT.stop()
+	a.unconfT.stop()
+	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 	for _, w := range a.waiters {
 		if w.timer != nil {
 			w.timer()
@@ -611,8 +712,17 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 	}
 	a.waiters = nil
 	if c := a.cur; c != nil {
-		a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
-		a.toBackend(ctx, &messages.BackendRelease{Req: backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Token: c.h.Token}})
+		if a.cfg.Closing.Load() {
+			// Close's context ended before this actor handled Shutdown:
+			// the holding ends as Close ends it, released; its release
+			// is not sent, and the store frees the key at its TTL.
+			a.end(closedReleased(c.h), false)
+		} else {
+			// A panic: the holding is lost, and its release sent without
+			// waiting for an answer.
+			a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
+			a.toBackend(ctx, &messages.BackendRelease{Req: backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token}})
+		}
 	}
 	if a.relReply != nil {
 		a.relReply <- messages.ErrClosed

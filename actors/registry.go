@@ -63,6 +63,7 @@ type Engine struct {
 
 // Start spawns the actors of one Manager in root's system.
 func Start(root *actor.RootContext, cfg *Config) *Engine {
+	cfg.instance = newInstance()
 	stopped := make(chan struct{})
 	p := newPool()
 	props := func(producer actor.Producer) *actor.Props {
@@ -155,6 +156,7 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.closing = true
 		r.shutdownDone = m.Reply
 		r.shutdownWait = len(r.children)
+		ctx.Send(r.backend, m) // first: see messages.Shutdown
 		for key := range r.children {
 			r.forward(ctx, key, m, false)
 		}
@@ -177,6 +179,7 @@ func (r *registry) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Stopping:
+		r.closing = true // nothing is spawned from now on
 		r.sweepT.stop()
 		for key, c := range r.children {
 			r.drop(key, c)
@@ -193,7 +196,7 @@ func (r *registry) Receive(ctx actor.Context) {
 func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) bool {
 	c := r.children[key]
 	if c == nil {
-		if !spawn {
+		if !spawn || r.closing {
 			return false
 		}
 		r.spawning = key

@@ -76,9 +76,10 @@ func (r *renewBatcher) stop() { r.flushT.stop() }
 // The call may take as long as the latest deadline in the batch: a lease whose
 // own deadline passes first is lost by its own timer meanwhile.
 func (a *backendActor) flush(batch []*messages.BackendRenew) {
+	calls := a.calls
 	a.exec(func() {
 		if len(batch) == 1 { // a lone renewal needs no batch
-			a.root.Send(batch[0].ReplyTo, perform(a.cfg.Backend, a.base, false, batch[0]))
+			a.root.Send(batch[0].ReplyTo, perform(a.cfg.Backend, calls, false, batch[0]))
 			return
 		}
 		deadline := batch[0].Deadline
@@ -89,7 +90,7 @@ func (a *backendActor) flush(batch []*messages.BackendRenew) {
 				deadline = m.Deadline
 			}
 		}
-		ctx, cancel := context.WithDeadline(a.base, deadline)
+		ctx, cancel := context.WithDeadline(calls, deadline)
 		results, err := renewBatch(ctx, a.batch.b, reqs)
 		cancel()
 		if err == nil && len(results) != len(batch) {

@@ -69,16 +69,20 @@ const (
 // at once (also one that happens while an attempt is in flight), so polling
 // is only the safety net for a lost notification: every process's waiter
 // polling a hot name would multiply the store's load for nothing.
-func pollDelay(attempt int, notified bool, holderExpiresAt time.Time) time.Duration {
+//
+// holderLeft is the holder's remaining time as the store measured it (0:
+// unknown). It is a duration, never a store timestamp compared with the local
+// clock: a store whose clock disagrees with this host's must not make waiters
+// poll every millisecond (or sleep for the skew).
+func pollDelay(attempt int, notified bool, holderLeft time.Duration) time.Duration {
 	d := jitter(min(pollFirst<<min(attempt, 20), pollCapPolling))
 	if notified {
 		d = jitter(pollCapNotified)
 	}
-	if !holderExpiresAt.IsZero() {
-		untilExpiry := time.Until(holderExpiresAt) + time.Millisecond
-		d = min(d, max(untilExpiry, time.Millisecond))
+	if holderLeft > 0 {
+		d = min(d, holderLeft+time.Millisecond)
 	}
-	return d
+	return max(d, time.Millisecond)
 }
 
 // jitter spreads d over [d/2, d) so that contenders do not retry in lockstep.
@@ -87,4 +91,10 @@ func jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return d/2 + rand.N(d/2)
+}
+
+// releaseRetryDelay is the pause before sending an unconfirmed release again:
+// 50 ms doubling to 5 s, with jitter.
+func releaseRetryDelay(tries int) time.Duration {
+	return jitter(min(50*time.Millisecond<<min(tries, 10), 5*time.Second))
 }

@@ -125,11 +125,11 @@ func BenchmarkRedisBackendAcquireRelease(b *testing.B) {
 			defer be.Close()
 			ctx := context.Background()
 			runOps(b, g, func(name string) error {
-				gr, err := be.Acquire(ctx, backend.AcquireRequest{Key: name, Owner: "bench", TTL: 30 * time.Second})
+				gr, err := be.Acquire(ctx, backend.AcquireRequest{Key: name, Owner: "bench", Attempt: "bench", TTL: 30 * time.Second})
 				if err != nil || !gr.Acquired {
 					return err
 				}
-				return be.Release(ctx, backend.ReleaseRequest{Key: name, Owner: "bench", Token: gr.Token})
+				return be.Release(ctx, backend.ReleaseRequest{Key: name, Owner: "bench", Attempt: "bench", Token: gr.Token})
 			})
 		})
 	}

@@ -14,8 +14,8 @@ import (
 // itself, with the same messages, queued rather than sent.)
 
 // BackendAcquire asks the backend for a grant. Ctx is the waiting caller's:
-// its end cancels the call (the backend actor also cancels every call when it
-// stops).
+// its end cancels the call (the backend actor also cancels every call in
+// flight at Shutdown, and every call when it stops).
 type BackendAcquire struct {
 	Seq     uint64
 	Req     backend.AcquireRequest
@@ -33,12 +33,13 @@ type BackendRenew struct {
 	ReplyTo  *actor.PID
 }
 
-// BackendRelease asks for a release. Ctx is the caller's of Lease.Release, or
-// nil for a release the engine makes on its own (bounded by a timeout).
+// BackendRelease asks for a release. It never carries a caller's context: a
+// release runs detached from whoever asked for it (a caller of Lease.Release
+// who stops waiting does not stop the release), bounded by the engine's own
+// timeout, so that no holding is left behind because a context ended.
 type BackendRelease struct {
 	Seq     uint64
 	Req     backend.ReleaseRequest
-	Ctx     context.Context
 	ReplyTo *actor.PID
 }
 

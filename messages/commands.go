@@ -73,11 +73,13 @@ type Renew struct {
 }
 
 // Release ends the holding (Key, Token). A holding that has already ended is
-// answered nil without any backend call.
+// answered nil without any backend call. The backend call runs detached from
+// the caller (see BackendRelease); the caller waits for Reply as long as its
+// own context allows. A release that fails is remembered and retried (see the
+// lease actor's unconfirmed releases).
 type Release struct {
 	Key   string
 	Token uint64
-	Ctx   context.Context // bounds the backend call
 	Reply chan<- error
 }
 
@@ -87,9 +89,18 @@ type Subscribe struct{ Sink *Sink }
 // Unsubscribe removes a subscriber; the hub closes it.
 type Unsubscribe struct{ Sink *Sink }
 
-// Shutdown asks the registry (and through it every lease actor) to fail all
-// waiters with ErrClosed and release every holding. Reply is closed when done.
-type Shutdown struct{ Reply chan struct{} }
+// Shutdown (Manager.Close → registry → backend actor, then every lease
+// actor) ends the Manager's work: the backend actor cancels every call in
+// flight and runs the calls that follow under Ctx (Close's context, each call
+// also bounded by the engine's release timeout); each lease actor answers its
+// waiters with ErrClosed, ends its holding as released and releases it once.
+// Reply is closed when every lease actor is done. The registry sends it to
+// the backend actor first, so that no release made for Shutdown is cancelled
+// as a call that was in flight before it.
+type Shutdown struct {
+	Ctx   context.Context
+	Reply chan struct{}
+}
 
 // IgnoreDeadLetterLogging marks every message of the protocol: one that
 // reaches a stopped actor (a late tick, a result after a forced stop) is

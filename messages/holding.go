@@ -15,6 +15,7 @@ type Holding struct {
 	Name     string
 	Key      string
 	Owner    string
+	Attempt  string // the acquire attempt that made it: with Token, its name in the store
 	Token    uint64
 	Metadata string
 
@@ -32,8 +33,8 @@ type Holding struct {
 }
 
 // NewHolding starts a holding that lasts until End.
-func NewHolding(name, key, owner, metadata string, token uint64, expiresAt time.Time) *Holding {
-	return &Holding{Name: name, Key: key, Owner: owner, Token: token, Metadata: metadata, expiresAt: expiresAt}
+func NewHolding(name, key, owner, attempt, metadata string, token uint64, expiresAt time.Time) *Holding {
+	return &Holding{Name: name, Key: key, Owner: owner, Attempt: attempt, Token: token, Metadata: metadata, expiresAt: expiresAt}
 }
 
 // Context is done when the holding ends; its cause is the error of Err.
@@ -114,6 +115,7 @@ var ErrDeadlinePassed = errors.New("no renewal confirmed before the local deadli
 func (h *Holding) End(err error, lost bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.checkDeadlineLocked() // a holding past its deadline was lost, not released
 	return h.endLocked(err, lost)
 }
 

@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // A holder whose process was paused past the local deadline learns of the
 // loss from its own handle, before the lease actor's timer tick is handled.
 func TestHoldingPastItsDeadlineIsLost(t *testing.T) {
-	h := NewHolding("job", "job", "o1", "", 7, time.Now().Add(time.Minute))
+	h := NewHolding("job", "job", "o1", "a1", "", 7, time.Now().Add(time.Minute))
 	h.SetDeadline(time.Now().Add(time.Hour))
 	if err := h.Err(); err != nil {
 		t.Fatalf("held: %v", err)
@@ -38,7 +38,7 @@ func TestHoldingPastItsDeadlineIsLost(t *testing.T) {
 }
 
 func TestReleasedHoldingIsNotLost(t *testing.T) {
-	h := NewHolding("job", "job", "o1", "", 7, time.Now())
+	h := NewHolding("job", "job", "o1", "a1", "", 7, time.Now())
 	h.SetDeadline(time.Now().Add(time.Hour))
 	if !h.End(ErrReleased, false) {
 		t.Fatal("End did not count")

@@ -13,9 +13,13 @@ type HoldTick struct{ Gen uint64 }
 // the holder's expiry).
 type RetryTick struct{ Gen uint64 }
 
+// ReleaseRetryTick: time to send an unconfirmed release again.
+type ReleaseRetryTick struct{ Gen uint64 }
+
 // WaitTimeout: the wait of the Acquire behind Ticket has run out.
 type WaitTimeout struct{ Ticket *Ticket }
 
-func (*HoldTick) IgnoreDeadLetterLogging()    {}
-func (*RetryTick) IgnoreDeadLetterLogging()   {}
-func (*WaitTimeout) IgnoreDeadLetterLogging() {}
+func (*HoldTick) IgnoreDeadLetterLogging()         {}
+func (*RetryTick) IgnoreDeadLetterLogging()        {}
+func (*WaitTimeout) IgnoreDeadLetterLogging()      {}
+func (*ReleaseRetryTick) IgnoreDeadLetterLogging() {}

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,14 @@ type Faulty struct {
 
 	// FailRenew makes Renew fail (as if the backend were unreachable).
 	FailRenew atomic.Bool
+	// FailAfterRenew performs renewals, then reports an error: the store
+	// keeps extending the holding while its owner hears only failures.
+	FailAfterRenew atomic.Bool
+	// BlockAcquire and BlockRelease make those calls wait until their
+	// context ends, like a server that never answers; Blocked counts the
+	// calls waiting so.
+	BlockAcquire, BlockRelease atomic.Bool
+	Blocked                    atomic.Int64
 	// FailAfterAcquire performs the acquire, then reports an error, as a
 	// connection cut after the server's answer would.
 	FailAfterAcquire atomic.Bool
@@ -35,6 +44,17 @@ type Faulty struct {
 	// ReleaseDelay delays every release by this many nanoseconds, or until
 	// its context ends, like a server that does not answer.
 	ReleaseDelay atomic.Int64
+
+	granted sync.Map // key → the attempt of its latest grant
+}
+
+// AttemptOf is the attempt identity of the latest grant of key through f, so
+// that a test can act on a holding as its owner would (or as an operator
+// with the owner's credentials would).
+func (f *Faulty) AttemptOf(key string) string {
+	a, _ := f.granted.Load(key)
+	s, _ := a.(string)
+	return s
 }
 
 // Wrap returns a Faulty around b, and the Backend to give to a Manager (the
@@ -76,7 +96,13 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	if d := f.AcquireDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
+	if f.BlockAcquire.Load() {
+		return backend.Grant{}, f.block(ctx)
+	}
 	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
+	if err == nil && g.Acquired {
+		f.granted.Store(r.Key, r.Attempt)
+	}
 	if err == nil && f.FailAfterAcquire.Load() {
 		return backend.Grant{}, ErrInjected
 	}
@@ -89,7 +115,11 @@ func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gra
 	if f.FailRenew.Load() {
 		return backend.Grant{}, ErrInjected
 	}
-	return f.B.Renew(ctx, r)
+	g, err := f.B.Renew(ctx, r)
+	if err == nil && f.FailAfterRenew.Load() {
+		return backend.Grant{}, ErrInjected
+	}
+	return g, err
 }
 
 // RenewBatch renews rs through b's RenewBatch when it has one; FailRenew fails
@@ -100,12 +130,20 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 	if f.FailRenew.Load() {
 		return nil, ErrInjected
 	}
+	var out []backend.RenewResult
 	if br, ok := f.B.(backend.BatchRenewer); ok {
-		return br.RenewBatch(ctx, rs)
+		var err error
+		if out, err = br.RenewBatch(ctx, rs); err != nil {
+			return nil, err
+		}
+	} else {
+		out = make([]backend.RenewResult, len(rs))
+		for i, r := range rs {
+			out[i].Grant, out[i].Err = f.B.Renew(ctx, r)
+		}
 	}
-	out := make([]backend.RenewResult, len(rs))
-	for i, r := range rs {
-		out[i].Grant, out[i].Err = f.B.Renew(ctx, r)
+	if f.FailAfterRenew.Load() {
+		return nil, ErrInjected
 	}
 	return out, nil
 }
@@ -113,6 +151,9 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 // Release counts, waits ReleaseDelay and may fail (FailRelease).
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	f.Releases.Add(1)
+	if f.BlockRelease.Load() {
+		return f.block(ctx)
+	}
 	if d := f.ReleaseDelay.Load(); d > 0 {
 		select {
 		case <-time.After(time.Duration(d)):
@@ -124,4 +165,12 @@ func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		return ErrInjected
 	}
 	return f.B.Release(ctx, r)
+}
+
+// block waits for ctx to end, counted in Blocked.
+func (f *Faulty) block(ctx context.Context) error {
+	f.Blocked.Add(1)
+	defer f.Blocked.Add(-1)
+	<-ctx.Done()
+	return ctx.Err()
 }

@@ -307,7 +307,7 @@ func (s *suite) mRejected(t *testing.T) {
 	sub := m.Subscribe(4)
 	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Minute))
 	// Someone with the owner's credentials deletes it behind its back.
-	if err := p.raw.Release(ctxT(t), backend.ReleaseRequest{Key: p.prefix + "job", Owner: "o1", Token: l.Token()}); err != nil {
+	if err := p.raw.Release(ctxT(t), backend.ReleaseRequest{Key: p.prefix + "job", Owner: "o1", Attempt: p.f.AttemptOf(p.prefix + "job"), Token: l.Token()}); err != nil {
 		t.Fatal(err)
 	}
 	err := l.Renew(ctxT(t), 0)
@@ -534,14 +534,16 @@ func (s *suite) mStaleOwner(t *testing.T) {
 	old := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
 	cur := mustAcquire(t, m2, "job", leasehold.WithWait(patience))
 	ctx, key := ctxT(t), p.prefix+"job"
-	if _, err := p.raw.Renew(ctx, backend.RenewRequest{Key: key, Owner: "o1", Token: old.Token(), TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
+	curAttempt := p.f.AttemptOf(key)
+	if _, err := p.raw.Renew(ctx, backend.RenewRequest{Key: key, Owner: "o1", Attempt: curAttempt, Token: old.Token(), TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
 		t.Errorf("stale owner's Renew = %v, want ErrNotHeld", err)
 	}
-	if _, err := p.raw.Renew(ctx, backend.RenewRequest{Key: key, Owner: "o1", Token: cur.Token(), TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
+	if _, err := p.raw.Renew(ctx, backend.RenewRequest{Key: key, Owner: "o1", Attempt: curAttempt, Token: cur.Token(), TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
 		t.Errorf("stranger with the current token: Renew = %v, want ErrNotHeld", err)
 	}
-	_ = p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o1", Token: old.Token()})
-	_ = p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o2", Token: old.Token()})
+	_ = p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o1", Attempt: curAttempt, Token: old.Token()})
+	_ = p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o1", Attempt: curAttempt})
+	_ = p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o2", Attempt: "stale", Token: old.Token()})
 	if err := cur.Renew(ctx, 0); err != nil {
 		t.Errorf("current holder's Renew after stale releases: %v", err)
 	}
@@ -767,10 +769,10 @@ func (s *suite) mBatchMixed(t *testing.T) {
 	ctx := ctxT(t)
 	for _, l := range ls[:stolen] {
 		key := p.prefix + l.Name()
-		if err := p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o1", Token: l.Token()}); err != nil {
+		if err := p.raw.Release(ctx, backend.ReleaseRequest{Key: key, Owner: "o1", Attempt: p.f.AttemptOf(key), Token: l.Token()}); err != nil {
 			t.Fatal(err)
 		}
-		if g, err := p.raw.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "thief", TTL: time.Minute}); err != nil || !g.Acquired {
+		if g, err := p.raw.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "thief", Attempt: "thief", TTL: time.Minute}); err != nil || !g.Acquired {
 			t.Fatalf("thief: %+v, %v", g, err)
 		}
 	}

@@ -25,6 +25,7 @@ type Backend struct {
 
 type entry struct {
 	owner    string
+	attempt  string // the acquire attempt that made this holding
 	token    uint64
 	expires  time.Time
 	metadata string
@@ -48,7 +49,8 @@ func (b *Backend) Info() backend.Info { return backend.Info{Name: "memory", Proc
 // Immediate marks calls as never waiting on I/O.
 func (b *Backend) Immediate() {}
 
-// Acquire grants r.Key when free, expired or already held by r.Owner.
+// Acquire grants r.Key when it is free or expired, or refreshes the live
+// holding that r.Attempt itself made (a retried attempt).
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
@@ -62,19 +64,19 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	}
 	e := b.leases[r.Key]
 	switch {
-	case e != nil && now.Before(e.expires) && e.owner != r.Owner:
-		return backend.Grant{Holder: e.owner, HolderExpiresAt: e.expires}, nil
-	case e != nil && now.Before(e.expires): // own live holding: refresh, keep token
+	case e != nil && now.Before(e.expires) && (e.attempt != r.Attempt || e.owner != r.Owner):
+		return backend.Grant{Holder: e.owner, HolderToken: e.token, HolderExpiresAt: e.expires, HolderExpiresIn: e.expires.Sub(now)}, nil
+	case e != nil && now.Before(e.expires): // the same attempt again: refresh, keep token
 		e.expires, e.metadata = now.Add(r.TTL), r.Metadata
 	default:
 		b.lastTok++
-		e = &entry{owner: r.Owner, token: b.lastTok, expires: now.Add(r.TTL), metadata: r.Metadata}
+		e = &entry{owner: r.Owner, attempt: r.Attempt, token: b.lastTok, expires: now.Add(r.TTL), metadata: r.Metadata}
 		b.leases[r.Key] = e
 	}
 	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
 }
 
-// Renew extends a live holding of (Key, Owner, Token).
+// Renew extends the live holding named by (Key, Owner, Attempt, Token).
 func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
@@ -105,21 +107,22 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 
 func (b *Backend) renewLocked(now time.Time, r backend.RenewRequest) (backend.Grant, error) {
 	e := b.leases[r.Key]
-	if e == nil || e.owner != r.Owner || e.token != r.Token || !now.Before(e.expires) {
+	if e == nil || !e.is(r.Owner, r.Attempt, r.Token) || !now.Before(e.expires) {
 		return backend.Grant{}, fmt.Errorf("memory: renew %q: %w", r.Key, backend.ErrNotHeld)
 	}
 	e.expires = now.Add(r.TTL)
 	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
 }
 
-// Release ends the holding of (Key, Owner, Token); Token 0 matches any token.
+// Release ends the holding named by (Key, Owner, Attempt, Token); Token 0
+// matches the attempt's holding whatever its token.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := check(ctx, r.Validate()); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	e := b.leases[r.Key]
-	released := e != nil && e.owner == r.Owner && (r.Token == 0 || e.token == r.Token)
+	released := e != nil && e.is(r.Owner, r.Attempt, r.Token)
 	if released {
 		b.deleteLocked(r.Key)
 	}
@@ -135,6 +138,12 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		fn(r.Key)
 	}
 	return nil
+}
+
+// is reports whether e is the holding named by owner, attempt and token (0:
+// any token of that attempt).
+func (e *entry) is(owner, attempt string, token uint64) bool {
+	return e.owner == owner && e.attempt == attempt && (token == 0 || e.token == token)
 }
 
 // WatchReleases calls fn with every released key until ctx ends.

@@ -1,0 +1,102 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// pendingRelease is one release of one holding: the one in flight, or one
+// whose answer never came (an unconfirmed release).
+//
+// A release that fails may or may not have reached the store. If it did not,
+// the holding lives on there until its TTL ends: nobody else can take the key
+// meanwhile, and this Manager's next Acquire of the key is refused by its own
+// old holding (a new attempt never refreshes it). So the lease actor keeps the
+// release and sends it again: before the next acquire of the key, and on a
+// backoff timer, until the store confirms it or the holding's TTL has surely
+// run out. Safety never depends on it (tokens only grow, and a new attempt is
+// never given the old holding); it frees the key sooner and leaves nothing
+// owned by nobody.
+type pendingRelease struct {
+	attempt string
+	token   uint64        // 0: whatever attempt got (an acquire whose answer was lost)
+	ttl     time.Duration // the holding's TTL
+	until   time.Time     // local: past it the store has expired the holding
+	tries   int
+}
+
+// settleRelease records the outcome of the release p, which was in flight.
+func (a *leaseActor) settleRelease(p *pendingRelease, err error) {
+	if p == nil {
+		return
+	}
+	i := a.unconfirmedIndex(p)
+	if err == nil || a.shutdown {
+		// Confirmed; or Close is under way, and what it could not
+		// release is left to expire (see Manager.Close).
+		if i >= 0 {
+			a.dropUnconfirmed(i)
+		}
+		return
+	}
+	if i < 0 {
+		// The store applied nothing it could have applied later than now,
+		// so the holding ends at most a TTL from now.
+		p.until = time.Now().Add(p.ttl)
+		a.unconfirmed = append(a.unconfirmed, p)
+	}
+	p.tries++
+	a.cfg.Logger.Warn("leasehold: release not confirmed; retrying until the lease's TTL has passed",
+		"key", a.key, "token", p.token, "tries", p.tries, "err", err)
+	a.armReleaseRetry(p)
+}
+
+// retryUnconfirmed sends the oldest unconfirmed release again when one is due,
+// and reports whether it did. Releases whose TTL has passed are forgotten.
+func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
+	now := time.Now()
+	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
+		if a.shutdown || !now.Before(a.unconfirmed[i].until) {
+			a.dropUnconfirmed(i)
+		}
+	}
+	if len(a.unconfirmed) == 0 || !a.unconfDue {
+		return false
+	}
+	a.unconfDue = false
+	p := a.unconfirmed[0]
+	a.op, a.seq, a.relReply, a.relThen, a.rel = opReleasing, a.seq+1, nil, nil, p
+	a.toBackend(ctx, &messages.BackendRelease{
+		Seq:     a.seq,
+		Req:     backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: p.attempt, Token: p.token},
+		ReplyTo: a.self,
+	})
+	return true
+}
+
+// armReleaseRetry schedules the next try of p: backing off, and never later
+// than its TTL's end (when it is forgotten, and the actor may go idle).
+func (a *leaseActor) armReleaseRetry(p *pendingRelease) {
+	d := min(releaseRetryDelay(p.tries), max(time.Until(p.until), 0))
+	a.unconfT.arm(a.timers, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
+}
+
+func (a *leaseActor) unconfirmedIndex(p *pendingRelease) int {
+	for i, q := range a.unconfirmed {
+		if q == p {
+			return i
+		}
+	}
+	return -1
+}
+
+func (a *leaseActor) dropUnconfirmed(i int) {
+	a.unconfirmed = append(a.unconfirmed[:i], a.unconfirmed[i+1:]...)
+	if len(a.unconfirmed) == 0 {
+		a.unconfirmed = nil
+		a.unconfT.stop()
+	}
+}
