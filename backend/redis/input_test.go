@@ -181,6 +181,23 @@ func TestRedisErrorReplyIsWrapped(t *testing.T) {
 	}
 }
 
+// A lease hash with no expiry was not written by the backend (a PERSIST, a
+// hand-made key): acquire says so instead of reporting a holder forever.
+func TestLeaseWithoutExpiryIsAFault(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	mustAcquire(t, b, "k", "alice", time.Minute)
+	if err := c.Persist(ctx, b.LeaseKey("k")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "bob", Attempt: newAttempt(), TTL: time.Second})
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) || !strings.Contains(err.Error(), "has no expiry") || g.Acquired {
+		t.Fatalf("Acquire over a lease without expiry = %+v, %v; want a Redis error naming it", g, err)
+	}
+}
+
 // An unreachable server is a fault too, and neither errors nor logs carry the
 // password of the address the client was built from.
 func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
