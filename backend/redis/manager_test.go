@@ -84,7 +84,7 @@ func testManagerNoDoubleHoldAcrossRestart(t *testing.T, snapshot bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUptime(t, s, ttl)
+	waitGraceOver(t, s, ttl)
 	alice, bob := newManager(t, ba, "alice"), newManager(t, bb, "bob")
 
 	if snapshot {

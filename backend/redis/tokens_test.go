@@ -167,7 +167,7 @@ func TestRestartFromOldSnapshotNeitherRepeatsTokensNorDoublesHolders(t *testing.
 		t.Fatalf("carol was granted k (token %d) within the restart grace, while bob (token %d) may still hold it",
 			g.Token, bob.Token)
 	}
-	if g.Holder != "" || g.HolderToken != 0 || g.HolderExpiresIn <= 0 || g.HolderExpiresIn > grace {
+	if g.Holder != "" || g.HolderToken != 0 || g.HolderExpiresIn <= 0 || g.HolderExpiresIn > grace+time.Second {
 		t.Fatalf("refusal during the grace = %+v, want no holder and the rest of the grace", g)
 	}
 	if _, err := plain.Renew(ctx, bob.renew(time.Minute)); !isNotHeld(err) {
@@ -256,10 +256,11 @@ func TestRestartGraceHoldsBackFreeNamesOnAYoungServer(t *testing.T) {
 		if g.Acquired || g.Holder != "" || g.HolderToken != 0 {
 			t.Fatalf("%s: acquire on a young server = %+v, want refused with no holder", k, g)
 		}
-		if g.HolderExpiresIn <= 0 || g.HolderExpiresIn > grace {
+		// The script's estimate of the start is up to a second late.
+		if g.HolderExpiresIn <= 0 || g.HolderExpiresIn > grace+time.Second {
 			t.Fatalf("%s: HolderExpiresIn %v, want the rest of a %v grace", k, g.HolderExpiresIn, grace)
 		}
-		if end := serverTime(t, c).Add(grace); g.HolderExpiresAt.After(end) {
+		if end := serverTime(t, c).Add(grace + time.Second); g.HolderExpiresAt.After(end) {
 			t.Fatalf("%s: grace ends %v, after the server's time + grace %v", k, g.HolderExpiresAt, end)
 		}
 		if n := c.Exists(ctx, plain.LeaseKey(k)).Val(); n != 0 {
@@ -285,9 +286,38 @@ func TestRestartGraceHoldsBackFreeNamesOnAYoungServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUptime(t, s, time.Second)
+	waitGraceOver(t, s, time.Second)
 	if g := mustAcquire(t, short, "used", "erin", time.Minute); g.Token <= used.Token {
 		t.Fatalf("token after the grace %d <= %d", g.Token, used.Token)
+	}
+}
+
+// The grace counts from the server's start and is never shorter than asked,
+// even though the uptime the script reads is a difference of whole seconds
+// (it reads 1 a few milliseconds after a start late in a second).
+func TestRestartGraceIsNeverShorterThanAsked(t *testing.T) {
+	const grace = time.Second
+	started := time.Now() // before the server's start: the real start is later
+	s := redistest.Start(t)
+	c := redistest.NewClient(t, s.Addr())
+	b := newTestBackend(t, c, WithRestartGrace(grace))
+	ctx := ctxT(t)
+	for {
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "alice", Attempt: newAttempt(), TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Acquired {
+			// The grant's server time, to the millisecond it was rounded down to.
+			grantedAt := g.ExpiresAt.Add(-time.Minute)
+			if early := started.Add(grace).Sub(grantedAt); early > time.Millisecond {
+				t.Fatalf("granted %v before the end of a %v grace counted from before the server started", early, grace)
+			}
+			return
+		}
+		// Ask again at once, as any other client may at any moment: the
+		// moment that matters is the first one the script grants at.
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -328,11 +358,13 @@ func restart(t *testing.T, s *redistest.Server, clients ...*goredis.Client) {
 	}
 }
 
-// waitUptime waits until the server has been up for at least d as it reports
-// it (whole seconds, rounded down, as the script reads it).
-func waitUptime(t *testing.T, s *redistest.Server, d time.Duration) {
+// waitGraceOver waits until a restart grace of d no longer holds anything
+// back on s: until the server's uptime_in_seconds, as the acquire script reads
+// it, is past d plus the second the script adds.
+func waitGraceOver(t *testing.T, s *redistest.Server, d time.Duration) {
 	t.Helper()
 	c := redistest.NewClient(t, s.Addr())
+	need := int((d + 2*time.Second - 1) / time.Second) // ceil(d/1s) + 1
 	deadline := time.Now().Add(d + 30*time.Second)
 	for time.Now().Before(deadline) {
 		info, err := c.InfoMap(ctxT(t), "server").Result()
@@ -340,12 +372,11 @@ func waitUptime(t *testing.T, s *redistest.Server, d time.Duration) {
 			t.Fatal(err)
 		}
 		up, _ := strconv.Atoi(info["Server"]["uptime_in_seconds"])
-		left := d - time.Duration(up)*time.Second
-		if left <= 0 {
+		if up >= need {
 			return
 		}
-		// Uptime has no signal: poll, at most a few times a second.
-		time.Sleep(min(left, 250*time.Millisecond))
+		// Uptime has no signal: poll, a few times a second.
+		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("server uptime never reached %v", d)
+	t.Fatalf("a grace of %v never ended", d)
 }

@@ -35,8 +35,10 @@ if grace > 0 then
 	if not up_s then
 		return redis.error_reply('leasehold: the restart grace needs uptime_in_seconds in INFO server')
 	end
-	-- uptime is rounded down, so this start is late: the grace never shrinks.
-	local grace_end = now_ms - up_s * 1000 + grace
+	-- uptime_in_seconds is a difference of whole seconds (it reads 1 a few
+	-- ms after a start late in a second): a second more makes this start
+	-- estimate late, never early, so the grace is never shorter than asked.
+	local grace_end = now_ms - up_s * 1000 + 1000 + grace
 	if now_ms < grace_end then
 		return {0, '', '0', grace_end, grace_end - now_ms}
 	end
