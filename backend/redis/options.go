@@ -79,7 +79,9 @@ func WithReplicaConfirmation(replicas int, timeout time.Duration) Option {
 //
 // The acquire script reads the server's uptime with INFO server when the name
 // is free (a few microseconds on the server), so INFO must be callable from
-// scripts; a failover to a replica is not covered (a promoted replica is not
+// scripts; otherwise such acquires fail with an error saying so. That uptime
+// is in whole seconds, so the grace may last up to 2 s longer than d, never
+// less. A failover to a replica is not covered (a promoted replica is not
 // young): use WithReplicaConfirmation for that.
 func WithRestartGrace(d time.Duration) Option {
 	return func(c *config) { c.restartGrace = d }
