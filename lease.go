@@ -18,6 +18,18 @@ type Lease struct {
 	h *messages.Holding
 }
 
+// LeaseFrom returns the lease whose Context ctx is or derives from: inside
+// Do's function, the lease Do acquired, so that its fencing token is one call
+// away. ok is false for any other context.
+func LeaseFrom(ctx context.Context) (*Lease, bool) {
+	h, ok := messages.HoldingFrom(ctx)
+	if !ok {
+		return nil, false
+	}
+	l, ok := h.Handle().(*Lease)
+	return l, ok
+}
+
 // Name is the name given to Acquire (not the backend key).
 func (l *Lease) Name() string { return l.h.Name }
 

@@ -1,6 +1,9 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ReleaseWatcher is implemented by backends that can announce releases (Redis
 // pub/sub, PostgreSQL LISTEN/NOTIFY), so that waiters wake at once instead of
@@ -34,4 +37,45 @@ type RenewResult struct {
 // memory backend). The engine calls them inline instead of on a goroutine.
 type Immediate interface {
 	Immediate()
+}
+
+// Holding describes the live holding of a key, as an operator or another
+// owner sees it.
+type Holding struct {
+	Key   string
+	Owner string
+	Token uint64
+	// ExpiresAt is the end of the holding on the store's clock (for display).
+	ExpiresAt time.Time
+	// ExpiresIn is the time it had left when the store answered, as the
+	// store measured it.
+	ExpiresIn time.Duration
+	Metadata  string
+}
+
+// Inspector is implemented by every backend of this module (the conformance
+// suite requires it): who holds a key now.
+type Inspector interface {
+	// Inspect returns the live holding of key; held is false when nobody
+	// holds it (never granted, released or expired).
+	Inspect(ctx context.Context, key string) (h Holding, held bool, err error)
+}
+
+// Lister is implemented by backends that can list live holdings by key prefix
+// without blocking the store (SCAN on Redis, an index range on SQL).
+type Lister interface {
+	// List calls fn with every live holding whose key starts with prefix
+	// ("" lists all), until fn returns false. The order is the store's.
+	List(ctx context.Context, prefix string, fn func(Holding) bool) error
+}
+
+// Revoker is implemented by backends that let an operator end a holding by
+// force. The holder is fenced: its next renewal is rejected (ErrNotHeld), so
+// it learns of the loss with ReasonRejected, and its token is never issued
+// again. Waiters are notified as after a release.
+type Revoker interface {
+	// Revoke ends the live holding of key when its token is token (0:
+	// whichever holding is live) and returns what it removed; removed is
+	// false when there was no such holding.
+	Revoke(ctx context.Context, key string, token uint64) (h Holding, removed bool, err error)
 }

@@ -13,21 +13,24 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestValidate(t *testing.T) {
-	ok := backend.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second, Metadata: "m"}
+	ok := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Metadata: "m"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid request: %v", err)
 	}
 	bad := map[string]backend.AcquireRequest{
-		"blank key":       {Key: " \t", Owner: "o", TTL: time.Second},
-		"NUL key":         {Key: "a\x00", Owner: "o", TTL: time.Second},
-		"invalid UTF-8":   {Key: "\xc3", Owner: "o", TTL: time.Second},
-		"long key":        {Key: strings.Repeat("é", backend.MaxKeyRunes+1), Owner: "o", TTL: time.Second},
-		"empty owner":     {Key: "k", TTL: time.Second},
-		"short TTL":       {Key: "k", Owner: "o", TTL: backend.MinTTL - 1},
-		"long TTL":        {Key: "k", Owner: "o", TTL: backend.MaxTTL + 1},
-		"long metadata":   {Key: "k", Owner: "o", TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
-		"NUL in metadata": {Key: "k", Owner: "o", TTL: time.Second, Metadata: "\x00"},
-		"bad UTF-8 in md": {Key: "k", Owner: "o", TTL: time.Second, Metadata: "\xff"},
+		"blank key":       {Key: " \t", Owner: "o", Attempt: "a.1", TTL: time.Second},
+		"NUL key":         {Key: "a\x00", Owner: "o", Attempt: "a.1", TTL: time.Second},
+		"invalid UTF-8":   {Key: "\xc3", Owner: "o", Attempt: "a.1", TTL: time.Second},
+		"long key":        {Key: strings.Repeat("é", backend.MaxKeyRunes+1), Owner: "o", Attempt: "a.1", TTL: time.Second},
+		"empty owner":     {Key: "k", Attempt: "a.1", TTL: time.Second},
+		"short TTL":       {Key: "k", Owner: "o", Attempt: "a.1", TTL: backend.MinTTL - 1},
+		"long TTL":        {Key: "k", Owner: "o", Attempt: "a.1", TTL: backend.MaxTTL + 1},
+		"long metadata":   {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
+		"NUL in metadata": {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Metadata: "\x00"},
+		"bad UTF-8 in md": {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Metadata: "\xff"},
+		"no attempt":      {Key: "k", Owner: "o", TTL: time.Second},
+		"spaced attempt":  {Key: "k", Owner: "o", Attempt: "a 1", TTL: time.Second},
+		"long attempt":    {Key: "k", Owner: "o", Attempt: strings.Repeat("a", backend.MaxAttemptBytes+1), TTL: time.Second},
 	}
 	for name, r := range bad {
 		err := r.Validate()
@@ -35,13 +38,19 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
-	if err := (backend.AcquireRequest{Key: strings.Repeat("界", backend.MaxKeyRunes), Owner: "o", TTL: backend.MaxTTL}).Validate(); err != nil {
+	if err := (backend.AcquireRequest{Key: strings.Repeat("界", backend.MaxKeyRunes), Owner: "o", Attempt: "a.1", TTL: backend.MaxTTL}).Validate(); err != nil {
 		t.Errorf("limits themselves are valid: %v", err)
 	}
-	if err := (backend.RenewRequest{Key: "k", Owner: "o", TTL: time.Second}).Validate(); !errors.Is(err, backend.ErrInvalidRequest) {
+	if err := (backend.RenewRequest{Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second}).Validate(); !errors.Is(err, backend.ErrInvalidRequest) {
 		t.Errorf("renew with token 0: %v", err)
 	}
-	if err := (backend.ReleaseRequest{Key: "k", Owner: "o"}).Validate(); err != nil {
-		t.Errorf("release with token 0 is valid (whatever the owner holds): %v", err)
+	if err := (backend.RenewRequest{Key: "k", Owner: "o", Token: 1, TTL: time.Second}).Validate(); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("renew without an attempt: %v", err)
+	}
+	if err := (backend.ReleaseRequest{Key: "k", Owner: "o", Attempt: "a.1"}).Validate(); err != nil {
+		t.Errorf("release with token 0 is valid (whatever that attempt holds): %v", err)
+	}
+	if err := (backend.ReleaseRequest{Key: "k", Owner: "o", Token: 3}).Validate(); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("release without an attempt: %v", err)
 	}
 }

@@ -19,6 +19,11 @@ type Holding struct {
 	Token    uint64
 	Metadata string
 
+	// How it is kept alive, fixed at the grant (for Manager.HealthCheck).
+	TTL        time.Duration
+	AutoRenew  bool
+	RenewEvery time.Duration
+
 	// The context and the Lost channel are made on first use: many
 	// holdings are never asked for them, and they are a large part of a
 	// holding's memory.
@@ -29,7 +34,9 @@ type Holding struct {
 	isLost    bool
 	expiresAt time.Time
 	deadline  time.Time // local, monotonic: past it the holding counts as lost
+	confirmed time.Time // local: when the last acquire or renewal was confirmed
 	err       error
+	handle    any
 }
 
 // NewHolding starts a holding that lasts until End.
@@ -38,17 +45,41 @@ func NewHolding(name, key, owner, attempt, metadata string, token uint64, expire
 }
 
 // Context is done when the holding ends; its cause is the error of Err.
+// HoldingFrom finds the holding again from it or any context derived from it.
 func (h *Holding) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checkDeadlineLocked()
 	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{}, h))
 		if h.err != nil {
 			h.cancel(h.err)
 		}
 	}
 	return h.ctx
+}
+
+type holdingKey struct{}
+
+// HoldingFrom returns the holding whose Context ctx is or derives from.
+func HoldingFrom(ctx context.Context) (*Holding, bool) {
+	h, ok := ctx.Value(holdingKey{}).(*Holding)
+	return h, ok
+}
+
+// SetHandle records the public handle of the holding (package leasehold's
+// *Lease), for HoldingFrom's callers to return.
+func (h *Holding) SetHandle(v any) {
+	h.mu.Lock()
+	h.handle = v
+	h.mu.Unlock()
+}
+
+// Handle is what SetHandle recorded.
+func (h *Holding) Handle() any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.handle
 }
 
 // Lost is closed when the holding is lost (never on release).
@@ -90,9 +121,17 @@ func (h *Holding) Err() error {
 // SetDeadline records the local deadline of the last confirmed acquire or
 // renewal.
 func (h *Holding) SetDeadline(t time.Time) {
+	now := time.Now()
 	h.mu.Lock()
-	h.deadline = t
+	h.deadline, h.confirmed = t, now
 	h.mu.Unlock()
+}
+
+// Confirmed is when the last acquire or renewal was confirmed (local clock).
+func (h *Holding) Confirmed() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.confirmed
 }
 
 // checkDeadlineLocked ends the holding as lost when its local deadline has

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,8 @@ type Faulty struct {
 	// calls waiting so.
 	BlockAcquire, BlockRelease atomic.Bool
 	Blocked                    atomic.Int64
+	// FailAcquire makes Acquire fail without reaching the store.
+	FailAcquire atomic.Bool
 	// FailAfterAcquire performs the acquire, then reports an error, as a
 	// connection cut after the server's answer would.
 	FailAfterAcquire atomic.Bool
@@ -98,6 +101,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	}
 	if f.BlockAcquire.Load() {
 		return backend.Grant{}, f.block(ctx)
+	}
+	if f.FailAcquire.Load() {
+		return backend.Grant{}, ErrInjected
 	}
 	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
 	if err == nil && g.Acquired {
@@ -173,4 +179,40 @@ func (f *Faulty) block(ctx context.Context) error {
 	defer f.Blocked.Add(-1)
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// Inspect, List and Revoke pass through to the wrapped backend (an error
+// wrapping errors.ErrUnsupported when it lacks the capability).
+func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	in, ok := f.B.(backend.Inspector)
+	if !ok {
+		return backend.Holding{}, false, fmt.Errorf("%s: Inspect: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return in.Inspect(ctx, key)
+}
+
+// List passes through (see Inspect).
+func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	l, ok := f.B.(backend.Lister)
+	if !ok {
+		return fmt.Errorf("%s: List: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return l.List(ctx, prefix, fn)
+}
+
+// Revoke passes through (see Inspect).
+func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	r, ok := f.B.(backend.Revoker)
+	if !ok {
+		return backend.Holding{}, false, fmt.Errorf("%s: Revoke: %w", f.B.Info().Name, errors.ErrUnsupported)
+	}
+	return r.Revoke(ctx, key, token)
+}
+
+// Partition makes every call fail (true) or pass (false), as a network
+// partition between this client and the store would.
+func (f *Faulty) Partition(on bool) {
+	f.FailAcquire.Store(on)
+	f.FailRenew.Store(on)
+	f.FailRelease.Store(on)
 }

@@ -28,6 +28,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 			t.Run(c.name, c.run)
 		}
 	})
+	t.Run("Inspect", func(t *testing.T) {
+		for _, c := range s.inspectCases() {
+			t.Run(c.name, c.run)
+		}
+	})
 	t.Run("Identity", func(t *testing.T) {
 		for _, c := range s.identityCases() {
 			t.Run(c.name, c.run)

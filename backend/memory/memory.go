@@ -127,11 +127,8 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		b.deleteLocked(r.Key)
 	}
 	var notify []func(string)
-	if released && len(b.watchers) > 0 {
-		notify = make([]func(string), 0, len(b.watchers))
-		for _, fn := range b.watchers {
-			notify = append(notify, fn)
-		}
+	if released {
+		notify = b.watchersLocked()
 	}
 	b.mu.Unlock()
 	for _, fn := range notify {
@@ -144,6 +141,18 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 // any token of that attempt).
 func (e *entry) is(owner, attempt string, token uint64) bool {
 	return e.owner == owner && e.attempt == attempt && (token == 0 || e.token == token)
+}
+
+// watchersLocked copies the release watchers, to be called without the lock.
+func (b *Backend) watchersLocked() []func(string) {
+	if len(b.watchers) == 0 {
+		return nil
+	}
+	out := make([]func(string), 0, len(b.watchers))
+	for _, fn := range b.watchers {
+		out = append(out, fn)
+	}
+	return out
 }
 
 // WatchReleases calls fn with every released key until ctx ends.

@@ -21,13 +21,17 @@ type acquireResult struct {
 	token      int64
 	expiresAt  time.Time
 	rowVersion []byte
+	remaining  time.Duration // busy only: the holder's time left, on the server's clock
 }
 
-// Acquire grants r.Key to r.Owner when no live row exists, takes over an
-// expired row (both with a new token), refreshes r.Owner's own live row
-// (same token), or reports the holder. With a replica configured, a grant is
-// reported only once the replica shows it; otherwise it is released and
-// reported as not acquired.
+// Acquire grants r.Key to the attempt r.Attempt of r.Owner when no live row
+// exists, takes over an expired row (both with a new token), refreshes the
+// live row of this same attempt (same token), or reports the live holding
+// that stands in the way (any other attempt, the same owner's included):
+// its owner, token, expiry and remaining time as the server measured it.
+// With a replica configured, a grant is reported only once the replica shows
+// it; otherwise it is released and reported as not acquired (or as an error
+// when that release failed too).
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -39,11 +43,16 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		return err
 	})
 	if err != nil {
-		b.logFailure(ctx, "acquire failed", err, "key", r.Key, "owner", r.Owner)
+		b.logFailure(ctx, "acquire failed", err, "key", r.Key, "owner", r.Owner, "attempt", r.Attempt)
 		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
 	}
 	if res.outcome == outcomeBusy {
-		return backend.Grant{Holder: res.holder, HolderExpiresAt: res.expiresAt}, nil
+		return backend.Grant{
+			Holder:          res.holder,
+			HolderToken:     uint64(res.token),
+			HolderExpiresAt: res.expiresAt,
+			HolderExpiresIn: res.remaining,
+		}, nil
 	}
 	grant := backend.Grant{Acquired: true, Token: uint64(res.token), ExpiresAt: res.expiresAt}
 	if b.replica == nil {
@@ -55,9 +64,19 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (acquireResult, error) {
 	rows, err := b.db.QueryContext(ctx, b.q.acquire, b.acquireArgs(r)...)
 	if err != nil {
-		return acquireResult{}, err
+		return acquireResult{}, durabilityError(err)
 	}
-	return scanAcquire(rows, r.Owner)
+	res, err := scanAcquire(rows, r.Owner)
+	return res, durabilityError(err)
+}
+
+// durabilityError marks the error the durability guard raises, so that
+// callers can tell it with errors.Is(err, ErrDelayedDurability).
+func durabilityError(err error) error {
+	if hasErrorNumber(err, errDelayedDurabilityNumber) {
+		return fmt.Errorf("%w: %w", ErrDelayedDurability, err)
+	}
+	return err
 }
 
 // acquireArgs are the parameters of the acquire batch. go-mssqldb sends a Go
@@ -66,6 +85,7 @@ func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
 	return []any{
 		sql.Named("name", r.Key),
 		sql.Named("owner", r.Owner),
+		sql.Named("attempt", r.Attempt),
 		sql.Named("ttlUs", ttlMicros(r.TTL)),
 		sql.Named("metadata", r.Metadata),
 		sql.Named("sweep", int64(b.cfg.sweep)),
@@ -87,8 +107,9 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 		holder  sql.NullString
 		token   sql.NullInt64
 		expires sql.NullTime
+		remUs   sql.NullInt64
 	)
-	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion); err != nil {
+	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion, &remUs); err != nil {
 		return acquireResult{}, fmt.Errorf("sqlserver: scanning the acquire result: %w", err)
 	}
 	// Drain the result so that an error raised after the row (the batch
@@ -109,9 +130,13 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 				res.outcome, res.holder, token.Int64, expires.Valid, len(res.rowVersion))
 		}
 	case outcomeBusy:
-		if !holder.Valid || !expires.Valid {
-			return acquireResult{}, fmt.Errorf("sqlserver: malformed busy answer (holder valid %t, expiry valid %t)", holder.Valid, expires.Valid)
+		// The row is live (its expiry is after the clock read), so its
+		// remaining time is positive and its token was issued.
+		if !holder.Valid || token.Int64 <= 0 || !expires.Valid || !remUs.Valid || remUs.Int64 <= 0 {
+			return acquireResult{}, fmt.Errorf("sqlserver: malformed busy answer (holder valid %t, token %d, expiry valid %t, remaining valid %t, %d µs)",
+				holder.Valid, token.Int64, expires.Valid, remUs.Valid, remUs.Int64)
 		}
+		res.remaining = time.Duration(min(remUs.Int64, int64(backend.MaxTTL/time.Microsecond))) * time.Microsecond
 	default:
 		return acquireResult{}, fmt.Errorf("sqlserver: unknown acquire outcome %d", res.outcome)
 	}

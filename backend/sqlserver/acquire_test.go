@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
+	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/leasehold/leasehold/backend"
 )
 
-var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer"}
+var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer", "RemainingUs"}
 
 // plus2 is a DATETIMEOFFSET as go-mssqldb returns it: a time in the offset
 // the server stored.
@@ -25,6 +26,7 @@ func acquireArgsFor(r backend.AcquireRequest, sweep int64) []driver.Value {
 	return []driver.Value{
 		sql.Named("name", r.Key),
 		sql.Named("owner", r.Owner),
+		sql.Named("attempt", r.Attempt),
 		sql.Named("ttlUs", ttlMicros(r.TTL)),
 		sql.Named("metadata", r.Metadata),
 		sql.Named("sweep", sweep),
@@ -34,20 +36,26 @@ func acquireArgsFor(r backend.AcquireRequest, sweep int64) []driver.Value {
 func TestAcquireOutcomes(t *testing.T) {
 	expires := time.Date(2026, 3, 1, 12, 0, 30, 123456700, plus2)
 	rv := []byte{0, 0, 0, 0, 0, 0, 0x07, 0xd1}
-	req := backend.AcquireRequest{Key: "job", Owner: "me", TTL: 30 * time.Second, Metadata: "m"}
+	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "att-1", TTL: 30 * time.Second, Metadata: "m"}
 	cases := []struct {
 		name string
 		row  []driver.Value
 		want backend.Grant
 	}{
-		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv},
+		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv, nil},
 			backend.Grant{Acquired: true, Token: 41, ExpiresAt: expires.UTC()}},
-		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv},
+		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv, nil},
 			backend.Grant{Acquired: true, Token: 42, ExpiresAt: expires.UTC()}},
-		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv},
+		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv, nil},
 			backend.Grant{Acquired: true, Token: 40, ExpiresAt: expires.UTC()}},
-		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil},
-			backend.Grant{Holder: "other", HolderExpiresAt: expires.UTC()}},
+		// The holder's remaining time is the server's measure, whatever the
+		// local clock says about HolderExpiresAt (here years in the past).
+		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil, int64(29_500_001)},
+			backend.Grant{Holder: "other", HolderToken: 39, HolderExpiresAt: expires.UTC(), HolderExpiresIn: 29_500_001 * time.Microsecond}},
+		// The same owner's other holding (another attempt) is a refusal too:
+		// the batch reports it as busy, and so does the backend.
+		{"busy, same owner", []driver.Value{int64(outcomeBusy), "me", int64(38), expires, nil, int64(1)},
+			backend.Grant{Holder: "me", HolderToken: 38, HolderExpiresAt: expires.UTC(), HolderExpiresIn: time.Microsecond}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,17 +81,20 @@ func TestAcquireOutcomes(t *testing.T) {
 func TestAcquireRejectsMalformedResults(t *testing.T) {
 	expires := time.Now()
 	rv := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	req := backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Second}
+	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "att-1", TTL: time.Second}
 	rows := map[string]*sqlmock.Rows{
-		"no row":           sqlmock.NewRows(acquireColumns),
-		"token 0":          sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv),
-		"negative token":   sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv),
-		"other holder":     sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv),
-		"short rowversion": sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}),
-		"no expiry":        sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv),
-		"busy, no holder":  sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, nil, nil, nil),
-		"unknown outcome":  sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv),
-		"error after row":  sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv).RowError(0, errors.New("boom")),
+		"no row":               sqlmock.NewRows(acquireColumns),
+		"token 0":              sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv, nil),
+		"negative token":       sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv, nil),
+		"other holder":         sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv, nil),
+		"short rowversion":     sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}, nil),
+		"no expiry":            sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv, nil),
+		"busy, no holder":      sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, int64(5), expires, nil, int64(10)),
+		"busy, no token":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", nil, expires, nil, int64(10)),
+		"busy, no remaining":   sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, nil),
+		"busy, expired holder": sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(0)),
+		"unknown outcome":      sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv, nil),
+		"error after row":      sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil).RowError(0, errors.New("boom")),
 	}
 	for name, r := range rows {
 		t.Run(name, func(t *testing.T) {
@@ -99,8 +110,8 @@ func TestAcquireRejectsMalformedResults(t *testing.T) {
 
 func TestAcquireParameterTypes(t *testing.T) {
 	b, _ := newMockBackend(t, WithSweepBatchSize(7))
-	req := backend.AcquireRequest{Key: "k", Owner: "o", TTL: backend.MaxTTL, Metadata: "x"}
-	want := map[string]any{"name": "k", "owner": "o", "ttlUs": int64(backend.MaxTTL / time.Microsecond), "metadata": "x", "sweep": int64(7)}
+	req := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: backend.MaxTTL, Metadata: "x"}
+	want := map[string]any{"name": "k", "owner": "o", "attempt": "a", "ttlUs": int64(backend.MaxTTL / time.Microsecond), "metadata": "x", "sweep": int64(7)}
 	for _, a := range b.acquireArgs(req) {
 		na := a.(sql.NamedArg)
 		// go-mssqldb sends string as NVARCHAR and int64 as BIGINT; any other
@@ -140,24 +151,33 @@ func TestValidateBeforeStore(t *testing.T) {
 	ctx := context.Background()
 	long := strings.Repeat("é", backend.MaxKeyRunes+1)
 	acquires := []backend.AcquireRequest{
-		{Key: "", Owner: "o", TTL: time.Second},
-		{Key: "k", Owner: " ", TTL: time.Second},
-		{Key: "k\x00", Owner: "o", TTL: time.Second},
-		{Key: long, Owner: "o", TTL: time.Second},
-		{Key: "k", Owner: "o", TTL: 0},
-		{Key: "k", Owner: "o", TTL: backend.MaxTTL + 1},
-		{Key: "k", Owner: "o", TTL: time.Second, Metadata: strings.Repeat("x", backend.MaxMetadataBytes+1)},
+		{Key: "", Owner: "o", Attempt: "a", TTL: time.Second},
+		{Key: "k", Owner: " ", Attempt: "a", TTL: time.Second},
+		{Key: "k\x00", Owner: "o", Attempt: "a", TTL: time.Second},
+		{Key: long, Owner: "o", Attempt: "a", TTL: time.Second},
+		{Key: "k", Owner: "o", Attempt: "a", TTL: 0},
+		{Key: "k", Owner: "o", Attempt: "a", TTL: backend.MaxTTL + 1},
+		{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second, Metadata: strings.Repeat("x", backend.MaxMetadataBytes+1)},
+		{Key: "k", Owner: "o", TTL: time.Second},                                                          // no attempt
+		{Key: "k", Owner: "o", Attempt: "a b", TTL: time.Second},                                          // not printable without spaces
+		{Key: "k", Owner: "o", Attempt: strings.Repeat("a", backend.MaxAttemptBytes+1), TTL: time.Second}, // too long for AttemptId
 	}
 	for _, r := range acquires {
 		if _, err := b.Acquire(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
 			t.Errorf("Acquire(%+.40v) = %v", r, err)
 		}
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 0, TTL: time.Second}); !errors.Is(err, backend.ErrInvalidRequest) {
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Attempt: "a", Token: 0, TTL: time.Second}); !errors.Is(err, backend.ErrInvalidRequest) {
 		t.Errorf("Renew with token 0 = %v", err)
 	}
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "\xff"}); !errors.Is(err, backend.ErrInvalidRequest) {
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 1, TTL: time.Second}); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Renew without attempt = %v", err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "\xff", Attempt: "a"}); !errors.Is(err, backend.ErrInvalidRequest) {
 		t.Errorf("Release with invalid owner = %v", err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o"}); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Release without attempt = %v", err)
 	}
 }
 
@@ -165,19 +185,33 @@ func TestValidateBeforeStore(t *testing.T) {
 // parameter value and is never part of the SQL text.
 func TestHostileKeyIsAParameter(t *testing.T) {
 	b, mock := newMockBackend(t)
-	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "o]'\"", TTL: time.Second, Metadata: "{*?[]}"}
+	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "o]'\"", Attempt: "a']--", TTL: time.Second, Metadata: "{*?[]}"}
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8)))
-	mock.ExpectQuery(b.q.release).WithArgs(sql.Named("name", req.Key), sql.Named("owner", req.Owner), sql.Named("token", int64(1))).
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8), nil))
+	mock.ExpectQuery(b.q.release).WithArgs(sql.Named("name", req.Key), sql.Named("owner", req.Owner), sql.Named("attempt", req.Attempt), sql.Named("token", int64(1))).
 		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
 	g, err := b.Acquire(context.Background(), req)
 	if err != nil || !g.Acquired {
 		t.Fatalf("Acquire = %+v, %v", g, err)
 	}
-	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: req.Key, Owner: req.Owner, Token: g.Token}); err != nil {
+	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: req.Key, Owner: req.Owner, Attempt: req.Attempt, Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.q.acquire, "DROP") || strings.Contains(b.q.release, "DROP") {
 		t.Error("the key leaked into the SQL text")
+	}
+}
+
+// TestAcquireDelayedDurabilityForced: the acquire batch's guard raises its
+// error on a database with DELAYED_DURABILITY = FORCED; Acquire reports
+// ErrDelayedDurability at once (not retried, not "not acquired").
+func TestAcquireDelayedDurabilityForced(t *testing.T) {
+	b, mock := newMockBackend(t)
+	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "a", TTL: time.Second}
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+		WillReturnError(mssql.Error{Number: errDelayedDurabilityNumber, Class: 16, Message: "leasehold: the database has DELAYED_DURABILITY = FORCED"})
+	g, err := b.Acquire(context.Background(), req)
+	if !errors.Is(err, ErrDelayedDurability) || g != (backend.Grant{}) {
+		t.Fatalf("Acquire = %+v, %v; want ErrDelayedDurability", g, err)
 	}
 }

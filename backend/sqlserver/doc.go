@@ -1,14 +1,16 @@
 // Package sqlserver is the SQL Server backend of leasehold: the row lease of
 // the Aaravsoft.Distributed.Lease product (one row per lease name, expiry
 // decided by SYSDATETIMEOFFSET, opportunistic sweep of expired rows,
-// idempotent re-acquire, owner-filtered renew and release, optional
-// read-replica confirmation by RowVersion, custom schema and table, metadata,
-// logging) made correct and given fencing tokens.
+// idempotent re-acquire, filtered renew and release, optional read-replica
+// confirmation by RowVersion, custom schema and table, metadata, logging)
+// made correct, named by holding (owner and attempt) and given fencing
+// tokens.
 //
 // The table has one row per held name:
 //
 //	LeaseName        NVARCHAR(400) BIN2  with LeaseNameBytes, the primary key
 //	OwnerInstanceId  NVARCHAR(400) BIN2
+//	AttemptId        NVARCHAR(64) BIN2   the acquire attempt that made the holding
 //	FencingToken     BIGINT              drawn from a SEQUENCE
 //	AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc  DATETIMEOFFSET(7)
 //	Metadata         NVARCHAR(4000)
@@ -21,23 +23,37 @@
 // DATALENGTH(LeaseName) by a CHECK constraint): "a" and "a " never collide.
 //
 // Every operation is one batch sent with database/sql. Acquire runs, with SET
-// XACT_ABORT ON, a best-effort sweep of expired rows as its own statement and
-// then one transaction that locks the name (UPDLOCK, HOLDLOCK), reads the
-// server clock once and inserts, takes over an expired row, refreshes the
-// caller's own live row or reports the holder. Renew and Release filter by
-// name, owner and token. Transient errors (deadlock victim, Azure SQL
-// throttling and failover numbers) are retried as a whole batch, which is safe
-// because every batch is idempotent for its owner. RenewBatch
+// XACT_ABORT ON, a check that the database does not force delayed durability
+// (ErrDelayedDurability), a best-effort sweep of expired rows as its own
+// statement and then one transaction that locks the name (UPDLOCK, HOLDLOCK),
+// reads the server clock once and inserts, takes over an expired row,
+// refreshes the live row of the same attempt (a retry: same token) or reports
+// the holding in the way (any other attempt, the same owner's included) with
+// its token and its remaining time measured on that clock read. Renew and
+// Release filter by name, owner, attempt and token (Release with token 0: that
+// attempt's holding, whatever its token). Transient errors (deadlock victim,
+// Azure SQL throttling and failover numbers, and a dropped connection as
+// go-mssqldb reports it: driver.ErrBadConn, mssql.StreamError,
+// mssql.ServerError, net.Error, io.EOF) are retried as a whole batch, which is
+// safe because every batch is idempotent for its attempt. Inspect, List (by
+// exact byte prefix) and Revoke (fencing: the revoked token is never drawn
+// again) give operators their view; Revoke alone is never retried. RenewBatch
 // (backend.BatchRenewer) renews up to 400 holdings in one UPDATE joined to
 // the requests. The backend does not implement backend.ReleaseWatcher: SQL
 // Server has no cheap release notification, so waiters wake at the holder's
 // expiry or by polling.
 //
 // Create the table once with EnsureSchema (idempotent, safe when several
-// instances start at once) or deploy the output of CreateScript out of band.
+// instances start at once; it adds AttemptId to a table made by an earlier
+// version, whose old rows then belong to no attempt and simply expire) or
+// deploy the output of CreateScript out of band. Both refuse, and so does
+// every acquire, a database with DELAYED_DURABILITY = FORCED: its commits
+// return before they are on disk, so a crash could lose an acknowledged grant
+// and the sequence's advance, and repeat a fencing token.
 //
 // There is no SQL Server on the machines this package is developed on: its SQL
 // text, parameters, result scanning, retry and replica logic are unit-tested
-// with go-sqlmock, and the conformance suite runs against a real server only
-// when LEASEHOLD_SQLSERVER_DSN is set.
+// with go-sqlmock, every batch is parsed by the grammars-v4 T-SQL grammar
+// (internal/tsqlcheck), and the conformance suite runs against a real server
+// only when LEASEHOLD_SQLSERVER_DSN is set.
 package sqlserver

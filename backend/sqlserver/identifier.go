@@ -28,6 +28,7 @@ type objectNames struct {
 	pk            string // [PK_table]
 	ckBytes       string // [CK_table_LeaseNameBytes]
 	ckToken       string // [CK_table_FencingToken]
+	dfAttempt     string // [DF_table_AttemptId]
 	ixExpires     string // [IX_table_ExpiresAtUtc], unquoted in indexName
 	indexName     string
 }
@@ -64,6 +65,7 @@ func newObjectNames(schema, table string) (objectNames, error) {
 		{&n.pk, "PK_" + table},
 		{&n.ckBytes, "CK_" + table + "_LeaseNameBytes"},
 		{&n.ckToken, "CK_" + table + "_FencingToken"},
+		{&n.dfAttempt, "DF_" + table + "_AttemptId"},
 		{&n.ixExpires, n.indexName},
 	}
 	for _, d := range derived {

@@ -17,18 +17,18 @@ import (
 // TestLogLevels: a busy lease and an ended context log no warning; a store
 // fault does.
 func TestLogLevels(t *testing.T) {
-	req := backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Second}
+	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "a", TTL: time.Second}
 	cases := []struct {
 		name     string
 		expect   func(b *Backend, mock sqlmock.Sqlmock, cancel context.CancelFunc)
 		wantWarn bool
 	}{
 		{"busy", func(b *Backend, mock sqlmock.Sqlmock, _ context.CancelFunc) {
-			mock.ExpectQuery(b.q.acquire).WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(1), time.Now(), nil))
+			mock.ExpectQuery(b.q.acquire).WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(1), time.Now(), nil, int64(1000)))
 		}, false},
 		{"context ended", func(b *Backend, mock sqlmock.Sqlmock, cancel context.CancelFunc) {
 			mock.ExpectQuery(b.q.acquire).
-				WithArgs(cancelOnMatch{cancel}, sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg()).
+				WithArgs(cancelOnMatch{cancel}, sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg()).
 				WillReturnError(deadlockErr)
 		}, false},
 		{"fault", func(b *Backend, mock sqlmock.Sqlmock, _ context.CancelFunc) {

@@ -1,6 +1,7 @@
 package sqlserver
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestAcquireSQLOrderOfSteps(t *testing.T) {
 	lock := indexOf(t, q, "FROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)")
 	now := indexOf(t, q, "SET @now = SYSDATETIMEOFFSET();")
 	commit := indexOf(t, q, "COMMIT TRANSACTION;")
-	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer FROM @out;")
+	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs FROM @out;")
 
 	// The sweep is its own statement before the transaction; the lock comes
 	// before the clock read; results are selected after COMMIT.
@@ -92,7 +93,36 @@ func TestAcquireSQLOutputsIntoTableVariable(t *testing.T) {
 	if strings.Count(q, "OUTPUT ") != 3 {
 		t.Error("an OUTPUT clause sends rows to the client instead of @out")
 	}
-	indexOf(t, q, "VALUES (0, @holder, @holderToken, @holderExpires, NULL);")
+	// A refusal reports the holder's token and its remaining time measured
+	// against the same clock read that decided it is live.
+	indexOf(t, q, "VALUES (0, @holder, @holderToken, @holderExpires, NULL, DATEDIFF_BIG(MICROSECOND, @now, @holderExpires));")
+}
+
+// TestAcquireSQLRefreshesOnlyTheSameAttempt: the refresh branch is taken only
+// when the live row is this attempt's (owner and AttemptId), and every new
+// holding records its attempt.
+func TestAcquireSQLRefreshesOnlyTheSameAttempt(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	indexOf(t, q, "@mine = CASE WHEN "+holdingMatch+" THEN 1 ELSE 0 END")
+	indexOf(t, holdingMatch, "AttemptId = @attempt")
+	indexOf(t, q, "VALUES (@name, DATALENGTH(@name), @owner, @attempt, @token, @now, @now, "+expiresFromNow+", @metadata);")
+	takeover := q[indexOf(t, q, "ELSE IF @holderExpires <= @now"):indexOf(t, q, "OUTPUT 2")]
+	indexOf(t, takeover, "AttemptId = @attempt,")
+	refresh := q[indexOf(t, q, "ELSE IF @mine = 1"):indexOf(t, q, "OUTPUT 3")]
+	if strings.Contains(refresh, "AttemptId") || strings.Contains(refresh, "OwnerInstanceId") {
+		t.Errorf("refresh branch changes the holding's identity:\n%s", refresh)
+	}
+}
+
+// TestAcquireSQLDurabilityGuardFirst: the batch refuses a database forcing
+// delayed durability before it writes anything (sweep included).
+func TestAcquireSQLDurabilityGuardFirst(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	guard := indexOf(t, q, "IF EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND delayed_durability = 2)")
+	indexOf(t, q, fmt.Sprintf("THROW %d, N'", errDelayedDurabilityNumber))
+	if sweep := indexOf(t, q, "DELETE TOP"); guard > sweep || guard > indexOf(t, q, "BEGIN TRANSACTION") {
+		t.Error("the durability guard runs after a write")
+	}
 }
 
 func TestAcquireSQLComparesNamesExactly(t *testing.T) {
@@ -104,13 +134,18 @@ func TestAcquireSQLComparesNamesExactly(t *testing.T) {
 			t.Errorf("%s: %d name comparisons, %d with DATALENGTH", name, n, strings.Count(text, keyMatch))
 		}
 		assignments := strings.Count(text, "SET OwnerInstanceId = @owner,") // the takeover's
-		if n := strings.Count(text, "OwnerInstanceId = @owner") - assignments; n != strings.Count(text, ownerMatch) {
-			t.Errorf("%s: an owner comparison lacks DATALENGTH", name)
+		if n := strings.Count(text, "OwnerInstanceId = @owner") - assignments; n != strings.Count(text, holdingMatch) {
+			t.Errorf("%s: an owner comparison lacks DATALENGTH or the attempt", name)
+		}
+	}
+	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release} {
+		if strings.Count(text, holdingMatch) != 1 {
+			t.Errorf("%s: want exactly one holding comparison (owner and attempt)", name)
 		}
 	}
 	// The owner test of the acquire reads the column (binary collation), not
 	// a variable, which would have the database's default collation.
-	indexOf(t, q.acquire, "@mine = CASE WHEN "+ownerMatch+" THEN 1 ELSE 0 END")
+	indexOf(t, q.acquire, "@mine = CASE WHEN "+holdingMatch+" THEN 1 ELSE 0 END")
 	if strings.Contains(q.acquire, "@holder = @owner") {
 		t.Error("owner compared through a variable")
 	}
@@ -128,11 +163,11 @@ func TestRenewSQLFilters(t *testing.T) {
 	q := newQueries(mustNames(t, "lease", "Leases"), true).renew
 	indexOf(t, q, "SET XACT_ABORT ON;")
 	where := q[indexOf(t, q, "WHERE"):]
-	for _, want := range []string{keyMatch, ownerMatch, "FencingToken = @token", "ExpiresAtUtc > @now"} {
+	for _, want := range []string{keyMatch, holdingMatch, "FencingToken = @token", "ExpiresAtUtc > @now"} {
 		indexOf(t, where, want)
 	}
 	set := q[indexOf(t, q, "SET RenewedAtUtc"):indexOf(t, q, "OUTPUT")]
-	if strings.Contains(set, "FencingToken") || strings.Contains(set, "OwnerInstanceId") {
+	if strings.Contains(set, "FencingToken") || strings.Contains(set, "OwnerInstanceId") || strings.Contains(set, "AttemptId") {
 		t.Errorf("renew changes the token or owner:\n%s", set)
 	}
 	indexOf(t, q, "OUTPUT inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
@@ -143,7 +178,7 @@ func TestReleaseSQLFilters(t *testing.T) {
 	q := newQueries(mustNames(t, "lease", "Leases"), true).release
 	indexOf(t, q, "DELETE FROM [lease].[Leases] WITH (ROWLOCK)")
 	where := q[indexOf(t, q, "WHERE"):]
-	for _, want := range []string{keyMatch, ownerMatch, "(@token = 0 OR FencingToken = @token)"} {
+	for _, want := range []string{keyMatch, holdingMatch, "(@token = 0 OR FencingToken = @token)"} {
 		indexOf(t, where, want)
 	}
 	indexOf(t, q, "SELECT CAST(@@ROWCOUNT AS BIGINT);")
@@ -161,7 +196,7 @@ func TestReplicaSQLReadsUncommitted(t *testing.T) {
 // template markers, and every @variable either declared or sent as a
 // parameter (a typo would fail only on a real server).
 func TestSQLIsWellFormed(t *testing.T) {
-	params := map[string]bool{"@name": true, "@owner": true, "@token": true, "@ttlUs": true, "@metadata": true, "@sweep": true}
+	params := map[string]bool{"@name": true, "@owner": true, "@attempt": true, "@token": true, "@ttlUs": true, "@metadata": true, "@sweep": true}
 	for _, sweep := range []bool{true, false} {
 		q := newQueries(mustNames(t, "le]a'se", "Le;ases--/*"), sweep)
 		for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
@@ -223,7 +258,8 @@ func TestQueriesQuoteHostileIdentifiers(t *testing.T) {
 	if n.tableQ != wantTable || n.sequenceQ != wantSeq {
 		t.Fatalf("quoted names = %s, %s", n.tableQ, n.sequenceQ)
 	}
-	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
+	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica,
+		"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		// Once the quoted names are taken out, nothing of the hostile text
 		// may remain in the SQL.
 		rest := strings.ReplaceAll(strings.ReplaceAll(text, wantSeq, "SEQ"), wantTable, "TBL")

@@ -78,44 +78,54 @@ func TestRealServerEnsureSchemaConcurrently(t *testing.T) {
 func TestRealServerLifecycle(t *testing.T) {
 	b, _, _ := newRealBackend(t)
 	ctx := realCtx(t)
-	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "a", TTL: time.Minute, Metadata: strings.Repeat("é", backend.MaxMetadataBytes/2)}
+	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "a", Attempt: "a-1", TTL: time.Minute, Metadata: strings.Repeat("é", backend.MaxMetadataBytes/2)}
 
 	g1, err := b.Acquire(ctx, req)
 	if err != nil || !g1.Acquired || g1.Token == 0 {
 		t.Fatalf("first acquire = %+v, %v", g1, err)
 	}
-	busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", TTL: time.Minute})
-	if err != nil || busy.Acquired || busy.Holder != "a" || !busy.HolderExpiresAt.Equal(g1.ExpiresAt) {
-		t.Fatalf("contender = %+v, %v; want busy, held by a until %v", busy, err, g1.ExpiresAt)
+	busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", Attempt: "b-1", TTL: time.Minute})
+	if err != nil || busy.Acquired || busy.Holder != "a" || busy.HolderToken != g1.Token || !busy.HolderExpiresAt.Equal(g1.ExpiresAt) ||
+		busy.HolderExpiresIn <= 0 || busy.HolderExpiresIn > time.Minute {
+		t.Fatalf("contender = %+v, %v; want busy, held by a with token %d until %v", busy, err, g1.Token, g1.ExpiresAt)
+	}
+	// The same owner's other attempt is another contender.
+	sameOwner, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "a", Attempt: "a-2", TTL: time.Minute})
+	if err != nil || sameOwner.Acquired || sameOwner.HolderToken != g1.Token {
+		t.Fatalf("same owner, new attempt = %+v, %v; want refused", sameOwner, err)
 	}
 	again, err := b.Acquire(ctx, req)
 	if err != nil || !again.Acquired || again.Token != g1.Token || again.ExpiresAt.Before(g1.ExpiresAt) {
 		t.Fatalf("idempotent re-acquire = %+v, %v; want token %d", again, err, g1.Token)
 	}
-	renewed, err := b.Renew(ctx, backend.RenewRequest{Key: req.Key, Owner: "a", Token: g1.Token, TTL: 2 * time.Minute})
+	renewed, err := b.Renew(ctx, backend.RenewRequest{Key: req.Key, Owner: "a", Attempt: "a-1", Token: g1.Token, TTL: 2 * time.Minute})
 	if err != nil || renewed.Token != g1.Token || !renewed.ExpiresAt.After(again.ExpiresAt) {
 		t.Fatalf("renew = %+v, %v", renewed, err)
 	}
 	for _, stale := range []backend.RenewRequest{
-		{Key: req.Key, Owner: "b", Token: g1.Token, TTL: time.Minute},
-		{Key: req.Key, Owner: "a", Token: g1.Token + 1, TTL: time.Minute},
-		{Key: req.Key, Owner: "A", Token: g1.Token, TTL: time.Minute},
-		{Key: req.Key, Owner: "a ", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "b", Attempt: "a-1", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "a", Attempt: "a-1", Token: g1.Token + 1, TTL: time.Minute},
+		{Key: req.Key, Owner: "A", Attempt: "a-1", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "a ", Attempt: "a-1", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "a", Attempt: "a-2", Token: g1.Token, TTL: time.Minute},
+		{Key: req.Key, Owner: "a", Attempt: "A-1", Token: g1.Token, TTL: time.Minute},
 	} {
 		if _, err := b.Renew(ctx, stale); !errors.Is(err, backend.ErrNotHeld) {
-			t.Errorf("renew by %q/%d = %v, want ErrNotHeld", stale.Owner, stale.Token, err)
+			t.Errorf("renew by %q/%q/%d = %v, want ErrNotHeld", stale.Owner, stale.Attempt, stale.Token, err)
 		}
-		if err := b.Release(ctx, backend.ReleaseRequest{Key: req.Key, Owner: stale.Owner, Token: stale.Token}); err != nil {
-			t.Error(err)
+		for _, token := range []uint64{stale.Token, 0} {
+			if err := b.Release(ctx, backend.ReleaseRequest{Key: req.Key, Owner: stale.Owner, Attempt: stale.Attempt, Token: token}); err != nil {
+				t.Error(err)
+			}
 		}
 	}
-	if g, _ := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", TTL: time.Minute}); g.Acquired {
-		t.Fatal("a stale owner's release deleted the holding")
+	if g, _ := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", Attempt: "b-2", TTL: time.Minute}); g.Acquired {
+		t.Fatal("a stale release deleted the holding")
 	}
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: req.Key, Owner: "a"}); err != nil { // token 0
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: req.Key, Owner: "a", Attempt: "a-1"}); err != nil { // token 0: this attempt's holding
 		t.Fatal(err)
 	}
-	g2, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", TTL: time.Minute})
+	g2, err := b.Acquire(ctx, backend.AcquireRequest{Key: req.Key, Owner: "b", Attempt: "b-3", TTL: time.Minute})
 	if err != nil || !g2.Acquired || g2.Token <= g1.Token {
 		t.Fatalf("acquire after release = %+v, %v; want a token above %d", g2, err, g1.Token)
 	}
@@ -128,7 +138,7 @@ func TestRealServerExactNames(t *testing.T) {
 	ctx := realCtx(t)
 	keys := []string{"Foo", "foo", "foo ", "foo  ", " foo", "f*o?o[]", "{foo}\n", strings.Repeat("😀", backend.MaxKeyRunes), strings.Repeat("😀", backend.MaxKeyRunes-1)}
 	for i, k := range keys {
-		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: fmt.Sprint("owner", i), TTL: time.Minute})
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: fmt.Sprint("owner", i), Attempt: fmt.Sprint("att", i), TTL: time.Minute})
 		if err != nil || !g.Acquired {
 			t.Fatalf("acquire %q = %+v, %v (collides with an earlier name?)", k, g, err)
 		}
@@ -140,24 +150,24 @@ func TestRealServerExactNames(t *testing.T) {
 func TestRealServerExpiryTakeover(t *testing.T) {
 	b, _, _ := newRealBackend(t)
 	ctx := realCtx(t)
-	g1, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", TTL: 50 * time.Millisecond})
+	g1, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", Attempt: "a-1", TTL: 50 * time.Millisecond})
 	if err != nil || !g1.Acquired {
 		t.Fatal(g1, err)
 	}
 	var g2 backend.Grant
 	deadline := time.Now().Add(30 * time.Second)
 	for !g2.Acquired && time.Now().Before(deadline) {
-		if g2, err = b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "b", TTL: time.Minute}); err != nil {
+		if g2, err = b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "b", Attempt: "b-1", TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		if !g2.Acquired {
-			time.Sleep(time.Until(g2.HolderExpiresAt) / 2) // waiting on the server's clock, nothing to signal
+			time.Sleep(g2.HolderExpiresIn/2 + time.Millisecond) // waiting on the server's clock, nothing to signal
 		}
 	}
 	if !g2.Acquired || g2.Token <= g1.Token {
 		t.Fatalf("takeover = %+v; want a token above %d", g2, g1.Token)
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Token: g1.Token, TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Attempt: "a-1", Token: g1.Token, TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("old owner's renew = %v, want ErrNotHeld", err)
 	}
 }
@@ -170,7 +180,8 @@ func TestRealServerOneWinner(t *testing.T) {
 	wins := make(chan string, 16)
 	for i := range 16 {
 		wg.Go(func() {
-			g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "hot", Owner: fmt.Sprint("o", i), TTL: time.Minute})
+			// Half the contenders share one owner: still one winner.
+			g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "hot", Owner: fmt.Sprint("o", i%8), Attempt: fmt.Sprint("att", i), TTL: time.Minute})
 			if err != nil {
 				t.Error(err)
 			}
@@ -183,5 +194,45 @@ func TestRealServerOneWinner(t *testing.T) {
 	close(wins)
 	if n := len(wins); n != 1 {
 		t.Fatalf("%d winners, want 1", n)
+	}
+}
+
+// TestRealServerUpgradesPreviousTable: a table made by the previous version
+// (no AttemptId) and holding a row is upgraded by EnsureSchema; the old row
+// belongs to no attempt, so it is refused until it expires and cannot be
+// renewed or released by any attempt.
+func TestRealServerUpgradesPreviousTable(t *testing.T) {
+	db := realServerDB(t)
+	table := fmt.Sprintf("Old_%d", time.Now().UnixNano())
+	n := mustNames(t, realTestSchema, table)
+	ctx := realCtx(t)
+	t.Cleanup(func() {
+		db.Exec("DROP TABLE IF EXISTS " + n.tableQ)
+		db.Exec("DROP SEQUENCE IF EXISTS " + n.sequenceQ)
+	})
+	if err := EnsureSchema(ctx, db, realTestSchema, table); err != nil {
+		t.Fatal(err)
+	}
+	// Make it the previous version's table: drop the column and its default.
+	for _, stmt := range []string{
+		"ALTER TABLE " + n.tableQ + " DROP CONSTRAINT " + n.dfAttempt,
+		"ALTER TABLE " + n.tableQ + " DROP COLUMN AttemptId",
+		"INSERT INTO " + n.tableQ + " (LeaseName, LeaseNameBytes, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata) " +
+			"VALUES (N'k', DATALENGTH(N'k'), N'old', NEXT VALUE FOR " + n.sequenceQ + ", SYSDATETIMEOFFSET(), SYSDATETIMEOFFSET(), DATEADD(MINUTE, 5, SYSDATETIMEOFFSET()), NULL)",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := EnsureSchema(ctx, db, realTestSchema, table); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	b, err := New(db, WithTable(realTestSchema, table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "old", Attempt: "new-1", TTL: time.Minute})
+	if err != nil || g.Acquired || g.Holder != "old" || g.HolderExpiresIn <= 0 {
+		t.Fatalf("acquire over the old row = %+v, %v; want refused", g, err)
 	}
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Renew extends the live holding of (r.Key, r.Owner, r.Token) to the server's
-// now + r.TTL and keeps its token. It returns an error wrapping
-// backend.ErrNotHeld when that holding was released, expired or taken over.
+// Renew extends the live holding (r.Key, r.Owner, r.Attempt, r.Token) to the
+// server's now + r.TTL and keeps its token. It returns an error wrapping
+// backend.ErrNotHeld when that holding was released, expired or replaced.
 func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -26,22 +25,22 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	)
 	err := b.retry(ctx, "renew", func(ctx context.Context) error {
 		var err error
-		grant, held, err = b.renewOnce(ctx, r.Key, r.Owner, token, r.TTL)
+		grant, held, err = b.renewOnce(ctx, r, token)
 		return err
 	})
 	if err != nil {
-		b.logFailure(ctx, "renew failed", err, "key", r.Key, "owner", r.Owner, "token", r.Token)
+		b.logFailure(ctx, "renew failed", err, "key", r.Key, "owner", r.Owner, "attempt", r.Attempt, "token", r.Token)
 		return backend.Grant{}, fmt.Errorf("sqlserver: renew %q: %w", r.Key, err)
 	}
 	if !held {
-		return backend.Grant{}, fmt.Errorf("sqlserver: renew %q by %q with token %d: %w", r.Key, r.Owner, r.Token, backend.ErrNotHeld)
+		return backend.Grant{}, notHeld(r)
 	}
 	return grant, nil
 }
 
 // renewOnce runs the renew batch once; held is false when no row matched.
-func (b *Backend) renewOnce(ctx context.Context, key, owner string, token int64, ttl time.Duration) (grant backend.Grant, held bool, err error) {
-	rows, err := b.db.QueryContext(ctx, b.q.renew, renewArgs(key, owner, token, ttl)...)
+func (b *Backend) renewOnce(ctx context.Context, r backend.RenewRequest, token int64) (grant backend.Grant, held bool, err error) {
+	rows, err := b.db.QueryContext(ctx, b.q.renew, renewArgs(r, token)...)
 	if err != nil {
 		return backend.Grant{}, false, err
 	}
@@ -65,11 +64,17 @@ func (b *Backend) renewOnce(ctx context.Context, key, owner string, token int64,
 	return backend.Grant{Acquired: true, Token: uint64(gotToken), ExpiresAt: expires.Time.UTC()}, true, nil
 }
 
-func renewArgs(key, owner string, token int64, ttl time.Duration) []any {
+func renewArgs(r backend.RenewRequest, token int64) []any {
 	return []any{
-		sql.Named("name", key),
-		sql.Named("owner", owner),
+		sql.Named("name", r.Key),
+		sql.Named("owner", r.Owner),
+		sql.Named("attempt", r.Attempt),
 		sql.Named("token", token),
-		sql.Named("ttlUs", ttlMicros(ttl)),
+		sql.Named("ttlUs", ttlMicros(r.TTL)),
 	}
+}
+
+// notHeld is the error of a renewal whose holding no longer exists.
+func notHeld(r backend.RenewRequest) error {
+	return fmt.Errorf("sqlserver: renew %q by %q (attempt %q) with token %d: %w", r.Key, r.Owner, r.Attempt, r.Token, backend.ErrNotHeld)
 }

@@ -9,16 +9,16 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// maxBatchRenewals is how many renewals go in one round trip: four parameters
-// each stay under SQL Server's 2100 parameters per request, and the rows stay
-// under the 1000 rows of a table value constructor.
+// maxBatchRenewals is how many renewals go in one round trip: five parameters
+// each (2000) stay under SQL Server's 2100 parameters per request, and the
+// rows stay under the 1000 rows of a table value constructor.
 const maxBatchRenewals = 400
 
 var _ backend.BatchRenewer = (*Backend)(nil)
 
 // RenewBatch renews many holdings in one round trip per 400 requests: one
-// UPDATE joined to the requests, filtered like Renew by name, owner, token and
-// expiry. It returns one result per request, in order: a Grant, or an error
+// UPDATE joined to the requests, filtered like Renew by name, owner, attempt,
+// token and expiry. It returns one result per request, in order: a Grant, or an error
 // wrapping backend.ErrNotHeld (holding gone) or backend.ErrInvalidRequest
 // (request rejected before any write). A non-nil error means the batch as a
 // whole could not be confirmed (fail closed: no result is reported then).
@@ -27,8 +27,8 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 	// first maps each holding to the index of its first request, so that a
 	// holding asked twice is sent once and both get its result.
 	type holding struct {
-		key, owner string
-		token      int64
+		key, owner, attempt string
+		token               int64
 	}
 	first := map[holding]int{}
 	var send []int // indexes of the requests to send
@@ -42,7 +42,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 			results[i].Err = fmt.Errorf("sqlserver: renew %q: token %d was never issued: %w", r.Key, r.Token, backend.ErrNotHeld)
 			continue
 		}
-		h := holding{r.Key, r.Owner, token}
+		h := holding{r.Key, r.Owner, r.Attempt, token}
 		if _, dup := first[h]; dup {
 			continue
 		}
@@ -71,11 +71,11 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 			continue
 		}
 		token, _ := tokenParam(r.Token)
-		j := first[holding{r.Key, r.Owner, token}]
+		j := first[holding{r.Key, r.Owner, r.Attempt, token}]
 		if g, ok := renewed[j]; ok {
 			results[i].Grant = g
 		} else {
-			results[i].Err = fmt.Errorf("sqlserver: renew %q by %q with token %d: %w", r.Key, r.Owner, r.Token, backend.ErrNotHeld)
+			results[i].Err = notHeld(r)
 		}
 	}
 	return results, nil
@@ -84,12 +84,13 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 // renewChunk renews the requests rs[idx...] in one batch and returns the
 // grants by request index; requests that are not held are absent.
 func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx []int) (map[int]backend.Grant, error) {
-	args := make([]any, 0, 4*len(idx))
+	args := make([]any, 0, 5*len(idx))
 	for _, i := range idx {
 		token, _ := tokenParam(rs[i].Token)
 		args = append(args,
 			sql.Named(fmt.Sprint("n", i), rs[i].Key),
 			sql.Named(fmt.Sprint("o", i), rs[i].Owner),
+			sql.Named(fmt.Sprint("a", i), rs[i].Attempt),
 			sql.Named(fmt.Sprint("t", i), token),
 			sql.Named(fmt.Sprint("u", i), ttlMicros(rs[i].TTL)),
 		)
@@ -125,8 +126,8 @@ func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx
 	return got, nil
 }
 
-// renewBatchSQL builds the batch for requests idx: parameters @nI, @oI, @tI,
-// @uI (name, owner, token, TTL in microseconds) of request I. The request
+// renewBatchSQL builds the batch for requests idx: parameters @nI, @oI, @aI,
+// @tI, @uI (name, owner, attempt, token, TTL in microseconds) of request I. The request
 // table's text columns use the table's binary collation; otherwise the join
 // would fail on a collation conflict or compare case-insensitively.
 func renewBatchSQL(n objectNames, idx []int) string {
@@ -135,7 +136,7 @@ func renewBatchSQL(n objectNames, idx []int) string {
 		if k > 0 {
 			values.WriteString(",\n    ")
 		}
-		fmt.Fprintf(&values, "(%d, @n%d, @o%d, @t%d, @u%d)", i, i, i, i, i)
+		fmt.Fprintf(&values, "(%d, @n%d, @o%d, @a%d, @t%d, @u%d)", i, i, i, i, i, i)
 	}
 	return strings.NewReplacer("{table}", n.tableQ, "{values}", values.String()).Replace(renewBatchTemplate)
 }
@@ -147,10 +148,11 @@ DECLARE @req TABLE (
     Idx             INT           NOT NULL PRIMARY KEY,
     LeaseName       NVARCHAR(400) COLLATE ` + binaryCollation + ` NOT NULL,
     OwnerInstanceId NVARCHAR(400) COLLATE ` + binaryCollation + ` NOT NULL,
+    AttemptId       NVARCHAR(64)  COLLATE ` + binaryCollation + ` NOT NULL,
     FencingToken    BIGINT        NOT NULL,
     TtlUs           BIGINT        NOT NULL
 );
-INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, FencingToken, TtlUs) VALUES
+INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, AttemptId, FencingToken, TtlUs) VALUES
     {values};
 
 DECLARE @out TABLE (Idx INT NOT NULL, FencingToken BIGINT NOT NULL, ExpiresAtUtc DATETIMEOFFSET(7) NOT NULL);
@@ -165,6 +167,7 @@ FROM {table} AS l WITH (ROWLOCK)
 INNER JOIN @req AS r
     ON  l.LeaseName = r.LeaseName AND l.LeaseNameBytes = DATALENGTH(r.LeaseName)
     AND l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)
+    AND l.AttemptId = r.AttemptId
     AND l.FencingToken = r.FencingToken
 WHERE l.ExpiresAtUtc > @now;
 

@@ -21,13 +21,15 @@ var batchColumns = []string{"Idx", "FencingToken", "ExpiresAtUtc"}
 func TestRenewBatchSQL(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
 	q := renewBatchSQL(n, []int{0, 3})
-	indexOf(t, q, "INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, FencingToken, TtlUs) VALUES\n    (0, @n0, @o0, @t0, @u0),\n    (3, @n3, @o3, @t3, @u3);")
+	indexOf(t, q, "INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, AttemptId, FencingToken, TtlUs) VALUES\n    (0, @n0, @o0, @a0, @t0, @u0),\n    (3, @n3, @o3, @a3, @t3, @u3);")
+	indexOf(t, q, "AttemptId       NVARCHAR(64)  COLLATE Latin1_General_100_BIN2 NOT NULL,")
 	indexOf(t, q, "LeaseName       NVARCHAR(400) COLLATE Latin1_General_100_BIN2 NOT NULL,")
 	indexOf(t, q, "OwnerInstanceId NVARCHAR(400) COLLATE Latin1_General_100_BIN2 NOT NULL,")
 	join := q[indexOf(t, q, "INNER JOIN @req AS r"):]
 	for _, want := range []string{
 		"l.LeaseName = r.LeaseName AND l.LeaseNameBytes = DATALENGTH(r.LeaseName)",
 		"l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)",
+		"l.AttemptId = r.AttemptId",
 		"l.FencingToken = r.FencingToken",
 		"WHERE l.ExpiresAtUtc > @now;",
 	} {
@@ -35,7 +37,7 @@ func TestRenewBatchSQL(t *testing.T) {
 	}
 	indexOf(t, q, "OUTPUT r.Idx, inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
 	params := map[string]bool{}
-	for _, p := range []string{"@n0", "@o0", "@t0", "@u0", "@n3", "@o3", "@t3", "@u3"} {
+	for _, p := range []string{"@n0", "@o0", "@a0", "@t0", "@u0", "@n3", "@o3", "@a3", "@t3", "@u3"} {
 		params[p] = true
 	}
 	checkWellFormed(t, "renew batch", q, params)
@@ -43,7 +45,7 @@ func TestRenewBatchSQL(t *testing.T) {
 
 func batchArgs(i int, r backend.RenewRequest) []driver.Value {
 	return []driver.Value{
-		sql.Named(fmt.Sprint("n", i), r.Key), sql.Named(fmt.Sprint("o", i), r.Owner),
+		sql.Named(fmt.Sprint("n", i), r.Key), sql.Named(fmt.Sprint("o", i), r.Owner), sql.Named(fmt.Sprint("a", i), r.Attempt),
 		sql.Named(fmt.Sprint("t", i), int64(r.Token)), sql.Named(fmt.Sprint("u", i), ttlMicros(r.TTL)),
 	}
 }
@@ -52,14 +54,15 @@ func TestRenewBatchResultsPerRequest(t *testing.T) {
 	b, mock := newMockBackend(t)
 	expires := time.Date(2026, 1, 2, 3, 4, 5, 600, plus2)
 	rs := []backend.RenewRequest{
-		{Key: "held", Owner: "me", Token: 10, TTL: time.Second},
-		{Key: "gone", Owner: "me", Token: 11, TTL: 2 * time.Second},
-		{Key: "bad", Owner: "me", Token: 0, TTL: time.Second},               // invalid: never sent
-		{Key: "held", Owner: "me", Token: 10, TTL: time.Second},             // duplicate of 0
-		{Key: "huge", Owner: "me", Token: math.MaxUint64, TTL: time.Second}, // never issued
+		{Key: "held", Owner: "me", Attempt: "a1", Token: 10, TTL: time.Second},
+		{Key: "gone", Owner: "me", Attempt: "a1", Token: 11, TTL: 2 * time.Second},
+		{Key: "bad", Owner: "me", Attempt: "a1", Token: 0, TTL: time.Second},               // invalid: never sent
+		{Key: "held", Owner: "me", Attempt: "a1", Token: 10, TTL: time.Second},             // duplicate of 0
+		{Key: "huge", Owner: "me", Attempt: "a1", Token: math.MaxUint64, TTL: time.Second}, // never issued
+		{Key: "held", Owner: "me", Attempt: "a2", Token: 10, TTL: time.Second},             // another attempt: its own request
 	}
-	args := append(batchArgs(0, rs[0]), batchArgs(1, rs[1])...)
-	mock.ExpectQuery(renewBatchSQL(b.names, []int{0, 1})).WithArgs(args...).
+	args := append(append(batchArgs(0, rs[0]), batchArgs(1, rs[1])...), batchArgs(5, rs[5])...)
+	mock.ExpectQuery(renewBatchSQL(b.names, []int{0, 1, 5})).WithArgs(args...).
 		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow(int64(0), int64(10), expires))
 	res, err := b.RenewBatch(context.Background(), rs)
 	if err != nil {
@@ -69,8 +72,8 @@ func TestRenewBatchResultsPerRequest(t *testing.T) {
 	if res[0].Err != nil || res[0].Grant != want || res[3].Err != nil || res[3].Grant != want {
 		t.Errorf("held results = %+v, %+v; want %+v", res[0], res[3], want)
 	}
-	if !errors.Is(res[1].Err, backend.ErrNotHeld) || !errors.Is(res[4].Err, backend.ErrNotHeld) {
-		t.Errorf("not held results = %v, %v", res[1].Err, res[4].Err)
+	if !errors.Is(res[1].Err, backend.ErrNotHeld) || !errors.Is(res[4].Err, backend.ErrNotHeld) || !errors.Is(res[5].Err, backend.ErrNotHeld) {
+		t.Errorf("not held results = %v, %v, %v", res[1].Err, res[4].Err, res[5].Err)
 	}
 	if !errors.Is(res[2].Err, backend.ErrInvalidRequest) {
 		t.Errorf("invalid result = %v", res[2].Err)
@@ -81,8 +84,8 @@ func TestRenewBatchResultsPerRequest(t *testing.T) {
 // reported at all.
 func TestRenewBatchFailsClosed(t *testing.T) {
 	b, mock := newMockBackend(t)
-	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Token: 1, TTL: time.Second}}
-	mock.ExpectQuery(renewBatchSQL(b.names, []int{0})).WillReturnError(errors.New("connection reset"))
+	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Attempt: "a", Token: 1, TTL: time.Second}}
+	mock.ExpectQuery(renewBatchSQL(b.names, []int{0})).WillReturnError(errors.New("permission denied"))
 	if res, err := b.RenewBatch(context.Background(), rs); err == nil || res != nil {
 		t.Fatalf("RenewBatch = %v, %v; want nil, error", res, err)
 	}
@@ -98,7 +101,7 @@ func TestRenewBatchFailsClosed(t *testing.T) {
 
 func TestRenewBatchRetriesTransientErrors(t *testing.T) {
 	b, mock := newMockBackend(t)
-	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Token: 1, TTL: time.Second}}
+	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Attempt: "a", Token: 1, TTL: time.Second}}
 	q := renewBatchSQL(b.names, []int{0})
 	mock.ExpectQuery(q).WillReturnError(deadlockErr)
 	mock.ExpectQuery(q).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow(int64(0), int64(1), time.Now()))
@@ -115,7 +118,7 @@ func TestRenewBatchChunks(t *testing.T) {
 	rs := make([]backend.RenewRequest, maxBatchRenewals+1)
 	first := make([]int, maxBatchRenewals)
 	for i := range rs {
-		rs[i] = backend.RenewRequest{Key: fmt.Sprint("k", i), Owner: "me", Token: uint64(i + 1), TTL: time.Second}
+		rs[i] = backend.RenewRequest{Key: fmt.Sprint("k", i), Owner: "me", Attempt: "a", Token: uint64(i + 1), TTL: time.Second}
 		if i < maxBatchRenewals {
 			first[i] = i
 		}
@@ -135,7 +138,7 @@ func TestRenewBatchChunks(t *testing.T) {
 	if held != 1 || res[5].Err != nil {
 		t.Errorf("%d held, want only request 5", held)
 	}
-	if params := 4 * maxBatchRenewals; params >= 2100 || len(regexp.MustCompile(`@n[0-9]+`).FindAllString(renewBatchSQL(b.names, first), -1)) != maxBatchRenewals {
+	if params := 5 * maxBatchRenewals; params >= 2100 || len(regexp.MustCompile(`@n[0-9]+`).FindAllString(renewBatchSQL(b.names, first), -1)) != maxBatchRenewals {
 		t.Errorf("a chunk sends %d parameters", params)
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 func TestRenew(t *testing.T) {
-	req := backend.RenewRequest{Key: "job", Owner: "me", Token: 77, TTL: 2500 * time.Microsecond}
-	args := []driver.Value{sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("token", int64(77)), sql.Named("ttlUs", int64(2500))}
+	req := backend.RenewRequest{Key: "job", Owner: "me", Attempt: "att-1", Token: 77, TTL: 2500 * time.Microsecond}
+	args := []driver.Value{sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("attempt", "att-1"), sql.Named("token", int64(77)), sql.Named("ttlUs", int64(2500))}
 	expires := time.Date(2026, 3, 1, 12, 0, 0, 100, plus2)
 
 	t.Run("held", func(t *testing.T) {
@@ -71,24 +71,25 @@ func TestRenew(t *testing.T) {
 func TestRelease(t *testing.T) {
 	for _, token := range []uint64{0, 12} {
 		b, mock := newMockBackend(t)
-		// Token 0 is sent as 0 and matches any token of the owner (see
-		// TestReleaseSQLFilters); nothing deleted is still success.
+		// Token 0 is sent as 0 and matches any token of this attempt's
+		// holding, and only that (see TestReleaseSQLFilters); nothing
+		// deleted is still success.
 		mock.ExpectQuery(b.q.release).
-			WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("token", int64(token))).
+			WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("attempt", "att-1"), sql.Named("token", int64(token))).
 			WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(0)))
-		if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Token: token}); err != nil {
+		if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Attempt: "att-1", Token: token}); err != nil {
 			t.Errorf("Release(token %d) = %v", token, err)
 		}
 	}
 
 	b, mock := newMockBackend(t)
 	mock.ExpectQuery(b.q.release).WillReturnError(errors.New("connection refused"))
-	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Token: 3}); err == nil {
+	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Attempt: "att-1", Token: 3}); err == nil {
 		t.Error("a failed release returned nil")
 	}
 
 	b, _ = newMockBackend(t)
-	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Token: math.MaxUint64}); err != nil {
+	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Attempt: "att-1", Token: math.MaxUint64}); err != nil {
 		t.Errorf("release of a never issued token = %v", err)
 	}
 }

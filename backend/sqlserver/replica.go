@@ -27,9 +27,11 @@ const (
 // confirmGrant waits until the replica shows the write that made the grant.
 // Without that, an asynchronous failover could lose the grant and let another
 // owner acquire the name while this one works. Not confirmed in time: the
-// grant is released on the primary and reported as not acquired. Replica
-// unreadable the whole time, or ctx ended: the grant is released and an error
-// returned, because that is a fault rather than a busy lease.
+// grant is released on the primary and reported as not acquired, or, when
+// that release fails too, as an error wrapping ErrReplicaNotConfirmed (the
+// grant may still stand: a fault, never a refusal). Replica unreadable the
+// whole time, or ctx ended: the grant is released and an error returned,
+// because that is a fault rather than a busy lease.
 func (b *Backend) confirmGrant(ctx context.Context, r backend.AcquireRequest, g backend.Grant, rowVersion []byte) (backend.Grant, error) {
 	start := time.Now()
 	confirmed, err := b.waitForReplica(ctx, r.Key, r.Owner, int64(g.Token), rowVersion)
@@ -37,10 +39,17 @@ func (b *Backend) confirmGrant(ctx context.Context, r backend.AcquireRequest, g 
 		b.log.DebugContext(ctx, "grant confirmed on the replica", "key", r.Key, "token", g.Token, "waited", time.Since(start))
 		return g, nil
 	}
-	b.releaseUnconfirmed(ctx, r.Key, r.Owner, g.Token)
-	if err != nil {
+	releaseErr := b.releaseUnconfirmed(ctx, r, g.Token)
+	switch {
+	case err != nil && releaseErr != nil:
+		b.logFailure(ctx, "replica confirmation failed and releasing the grant failed", err, "key", r.Key, "token", g.Token, "release_err", releaseErr)
+		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w; releasing the unconfirmed grant failed: %w", r.Key, err, releaseErr)
+	case err != nil:
 		b.logFailure(ctx, "grant released: replica confirmation failed", err, "key", r.Key, "token", g.Token)
 		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
+	case releaseErr != nil:
+		b.log.ErrorContext(ctx, "grant not confirmed on the replica in time, and releasing it failed", "key", r.Key, "token", g.Token, "timeout", b.cfg.replicaTimeout, "err", releaseErr)
+		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w (within %v) and releasing it failed: %w", r.Key, ErrReplicaNotConfirmed, b.cfg.replicaTimeout, releaseErr)
 	}
 	b.log.WarnContext(ctx, "grant released: not confirmed on the replica in time", "key", r.Key, "token", g.Token, "timeout", b.cfg.replicaTimeout)
 	return backend.Grant{}, nil
@@ -112,11 +121,11 @@ func (b *Backend) readReplica(ctx context.Context, key, owner string, token int6
 }
 
 // releaseUnconfirmed releases a grant the caller will not get, even when ctx
-// has ended: leaving it behind would block the name until it expires.
-func (b *Backend) releaseUnconfirmed(ctx context.Context, key, owner string, token uint64) {
+// has ended: leaving it behind would block the name until it expires. It
+// names the holding exactly (attempt and token), so it can never remove a
+// newer one.
+func (b *Backend) releaseUnconfirmed(ctx context.Context, r backend.AcquireRequest, token uint64) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupReleaseTimeout)
 	defer cancel()
-	if err := b.Release(rctx, backend.ReleaseRequest{Key: key, Owner: owner, Token: token}); err != nil {
-		b.log.ErrorContext(ctx, "releasing an unconfirmed grant failed; it will expire", "key", key, "token", token, "err", err)
-	}
+	return b.Release(rctx, backend.ReleaseRequest{Key: r.Key, Owner: r.Owner, Attempt: r.Attempt, Token: token})
 }

@@ -34,7 +34,7 @@ func newReplicaFixture(t *testing.T, timeout time.Duration) *replicaFixture {
 	var log bytes.Buffer
 	f := &replicaFixture{
 		log: &log,
-		req: backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Minute},
+		req: backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "att-1", TTL: time.Minute},
 		rv:  []byte{0, 0, 0, 0, 0, 0, 1, 0},
 	}
 	f.b, f.primary = newMockBackend(t,
@@ -45,7 +45,7 @@ func newReplicaFixture(t *testing.T, timeout time.Duration) *replicaFixture {
 	)
 	f.replica = replicaMock
 	f.primary.ExpectQuery(f.b.q.acquire).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv, nil))
 	return f
 }
 
@@ -53,9 +53,11 @@ func (f *replicaFixture) expectReplica(rows *sqlmock.Rows) *sqlmock.ExpectedQuer
 	return f.replica.ExpectQuery(f.b.q.replica).WithArgs(sql.Named("name", "job")).WillReturnRows(rows)
 }
 
-func (f *replicaFixture) expectRelease() {
-	f.primary.ExpectQuery(f.b.q.release).
-		WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("token", int64(8))).
+// expectRelease expects the release of exactly the unconfirmed holding
+// (attempt and token, never token 0).
+func (f *replicaFixture) expectRelease() *sqlmock.ExpectedQuery {
+	return f.primary.ExpectQuery(f.b.q.release).
+		WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("attempt", "att-1"), sql.Named("token", int64(8))).
 		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
 }
 
@@ -98,6 +100,34 @@ func TestReplicaNotConfirmedReleasesAndReportsNotAcquired(t *testing.T) {
 	}
 }
 
+// TestReplicaNotConfirmedAndReleaseFailedIsAFault: the grant was not
+// confirmed in time and releasing it failed too: the grant may still stand,
+// so Acquire reports a fault wrapping ErrReplicaNotConfirmed and the release
+// error, never "not acquired" (which would let the engine forget a holding
+// that blocks the name).
+func TestReplicaNotConfirmedAndReleaseFailedIsAFault(t *testing.T) {
+	f := newReplicaFixture(t, 20*time.Millisecond)
+	f.expectReplica(sqlmock.NewRows(replicaColumns)) // never replayed
+	releaseErr := errors.New("login failed for user")
+	f.expectRelease().WillReturnError(releaseErr)
+	g, err := f.b.Acquire(context.Background(), f.req)
+	if !errors.Is(err, ErrReplicaNotConfirmed) || !errors.Is(err, releaseErr) || g != (backend.Grant{}) {
+		t.Fatalf("Acquire = %+v, %v; want an error wrapping ErrReplicaNotConfirmed and the release error", g, err)
+	}
+}
+
+// TestReplicaUnreadableAndReleaseFailed: both errors are reported.
+func TestReplicaUnreadableAndReleaseFailed(t *testing.T) {
+	f := newReplicaFixture(t, 20*time.Millisecond)
+	f.replica.ExpectQuery(f.b.q.replica).WillReturnError(errors.New("replica down"))
+	releaseErr := errors.New("login failed for user")
+	f.expectRelease().WillReturnError(releaseErr)
+	g, err := f.b.Acquire(context.Background(), f.req)
+	if !errors.Is(err, ErrReplicaUnavailable) || !errors.Is(err, releaseErr) || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want ErrReplicaUnavailable and the release error", g, err)
+	}
+}
+
 // TestReplicaUnreadableIsAFault: a replica that never answers is a fault, not
 // a busy lease; the grant is still released.
 func TestReplicaUnreadableIsAFault(t *testing.T) {
@@ -129,8 +159,8 @@ func TestReplicaNotAskedWhenBusy(t *testing.T) {
 	replicaDB, _ := newMockDB(t)
 	b, mock := newMockBackend(t, WithReplica(replicaDB))
 	mock.ExpectQuery(b.q.acquire).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil))
-	g, err := b.Acquire(context.Background(), backend.AcquireRequest{Key: "job", Owner: "me", TTL: time.Second})
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil, int64(500)))
+	g, err := b.Acquire(context.Background(), backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "a", TTL: time.Second})
 	if err != nil || g.Acquired || g.Holder != "other" {
 		t.Fatalf("Acquire = %+v, %v", g, err)
 	}

@@ -5,8 +5,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"slices"
+	"net"
 	"time"
 
 	mssql "github.com/microsoft/go-mssqldb"
@@ -15,19 +16,15 @@ import (
 // transientErrors are the SQL Server error numbers after which running the
 // same batch again can succeed: 1205 (chosen as deadlock victim) and the
 // numbers Microsoft documents as transient for Azure SQL (service busy,
-// database moving or failing over, resource limits, in-memory OLTP conflicts,
-// dropped connections).
+// database moving or failing over, resource limits, in-memory OLTP
+// conflicts). They arrive as mssql.Error, sent by the server. The client-side
+// numbers of SqlClient (10053, 10054, 121, 64, 233 for a dropped connection)
+// are not here: go-mssqldb never produces them; it reports a dropped
+// connection with the values isDropped recognises.
 var transientErrors = []int32{
-	20,    // the instance does not support encryption (often a failover in progress)
-	64,    // the specified network name is no longer available
-	121,   // semaphore timeout period has expired
-	233,   // connection initialisation error
 	1205,  // deadlock victim
 	4060,  // cannot open database (failover in progress)
 	4221,  // login to read-secondary failed while it switches to versioning
-	10053, // transport-level error: connection aborted
-	10054, // transport-level error: connection reset by peer
-	10060, // network-related error: connection timed out
 	10928, // resource ID limit reached
 	10929, // resource ID minimum guarantee not available
 	10936, // request limit for the elastic pool reached
@@ -47,26 +44,58 @@ var transientErrors = []int32{
 }
 
 // isTransient reports whether err is worth running the whole batch again.
-// Every batch of this package is idempotent for its owner (an acquire repeated
-// after a lost answer refreshes the same holding and keeps its token), so an
-// ambiguous failure can be retried safely.
+// Every batch of this package is idempotent for its attempt (an acquire
+// repeated after a lost answer refreshes the same holding and keeps its
+// token; renew and release name the holding), so an ambiguous failure, where
+// the batch may or may not have committed, can be retried safely.
 func isTransient(err error) bool {
-	if errors.Is(err, driver.ErrBadConn) {
-		return true
-	}
-	var me mssql.Error
-	if !errors.As(err, &me) {
+	return isDropped(err) || hasErrorNumber(err, transientErrors...)
+}
+
+// isDropped reports whether err is how go-mssqldb (v1.11) reports a connection
+// that broke before or during a batch:
+//   - driver.ErrBadConn, also inside mssql.RetryableError, when the connection
+//     was already known to be bad or broke while the request was sent;
+//   - mssql.StreamError, when reading the response failed half-way (its inner
+//     error, io.EOF or a *net.OpError such as "connection reset by peer", is
+//     not unwrapped by the driver);
+//   - mssql.ServerError, a fatal server error (severity 20 and above) that
+//     ended the session;
+//   - net.Error (a *net.OpError: the driver turns every failed first read of
+//     the response into one), io.EOF and io.ErrUnexpectedEOF otherwise.
+//
+// A net.Error may also be a dial or read timeout: the batch is retried then
+// as well, within the caller's deadline (retry never retries ctx's own end).
+func isDropped(err error) bool {
+	// context.DeadlineExceeded is a net.Error too (it has Timeout), but the
+	// end of a context is the caller's decision, never a dropped connection.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if slices.Contains(transientErrors, me.Number) {
-		return true
-	}
-	for _, e := range me.All {
-		if slices.Contains(transientErrors, e.Number) {
-			return true
+	var (
+		se  mssql.StreamError
+		sve mssql.ServerError
+		ne  net.Error
+	)
+	return errors.Is(err, driver.ErrBadConn) ||
+		errors.As(err, &se) ||
+		errors.As(err, &sve) ||
+		errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// withServerCause adds the server's own message to a mssql.ServerError,
+// whose text is only "SQL Server had internal error"; the result still wraps
+// err.
+func withServerCause(err error) error {
+	var sve mssql.ServerError
+	if errors.As(err, &sve) {
+		if cause := sve.Unwrap(); cause != nil {
+			return fmt.Errorf("%w: %v", err, cause)
 		}
 	}
-	return false
+	return err
 }
 
 // retryPolicy is a capped exponential backoff with jitter.
@@ -107,11 +136,11 @@ func (b *Backend) retry(ctx context.Context, op string, fn func(context.Context)
 			return fmt.Errorf("%w (%v)", ctxErr, err)
 		}
 		if !isTransient(err) || attempt >= p.attempts {
-			return err
+			return withServerCause(err)
 		}
 		pause := p.delay(attempt)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= pause {
-			return err
+			return withServerCause(err)
 		}
 		b.log.DebugContext(ctx, "retrying after a transient error", "op", op, "attempt", attempt, "pause", pause, "err", err)
 		t := time.NewTimer(pause)

@@ -2,10 +2,15 @@ package sqlserver
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,31 +21,99 @@ import (
 )
 
 func TestIsTransient(t *testing.T) {
-	yes := []error{
-		mssql.Error{Number: 1205},
-		mssql.Error{Number: 40613},
-		mssql.Error{Number: 40501},
-		mssql.Error{Number: 49918},
-		fmt.Errorf("wrapped: %w", mssql.Error{Number: 10054}),
-		mssql.Error{Number: 3621, All: []mssql.Error{{Number: 1205}, {Number: 3621}}},
-		driver.ErrBadConn,
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	yes := map[string]error{
+		"deadlock victim":         mssql.Error{Number: 1205},
+		"database unavailable":    mssql.Error{Number: 40613},
+		"service busy":            mssql.Error{Number: 40501},
+		"not enough resources":    mssql.Error{Number: 49918},
+		"deadlock among the errs": mssql.Error{Number: 3621, All: []mssql.Error{{Number: 1205}, {Number: 3621}}},
+		// How go-mssqldb v1.11 reports a dropped connection (see isDropped
+		// and the driver's checkBadConn, processSingleResponse, tdsBuffer):
+		"bad conn":                            driver.ErrBadConn,
+		"bad conn, wrapped":                   fmt.Errorf("sqlserver: acquire: %w", driver.ErrBadConn),
+		"retryable error (Is ErrBadConn)":     mssql.RetryableError{},
+		"stream error: EOF mid-response":      mssql.StreamError{InnerError: io.EOF},
+		"stream error: unexpected EOF":        mssql.StreamError{InnerError: io.ErrUnexpectedEOF},
+		"stream error: connection reset":      mssql.StreamError{InnerError: reset},
+		"stream error, wrapped":               fmt.Errorf("x: %w", mssql.StreamError{InnerError: io.EOF}),
+		"server error (fatal, session ended)": mssql.ServerError{},
+		"net.OpError: reset on first read":    reset,
+		"net.OpError: read of a closed pipe":  &net.OpError{Op: "Read", Err: io.EOF},
+		"EOF":                                 io.EOF,
+		"unexpected EOF":                      io.ErrUnexpectedEOF,
 	}
-	no := []error{
-		mssql.Error{Number: 2627}, // primary key violation
-		mssql.Error{Number: 208},  // invalid object name
-		mssql.Error{Number: 229},  // permission denied
-		errors.New("mssql: 1205"),
-		context.Canceled,
-		context.DeadlineExceeded,
+	no := map[string]error{
+		"primary key violation":  mssql.Error{Number: 2627},
+		"invalid object name":    mssql.Error{Number: 208},
+		"permission denied":      mssql.Error{Number: 229},
+		"durability guard":       mssql.Error{Number: errDelayedDurabilityNumber},
+		"a number in the text":   errors.New("mssql: 1205"),
+		"text says reset":        errors.New("read tcp: connection reset by peer"),
+		"canceled":               context.Canceled,
+		"deadline (a net.Error)": context.DeadlineExceeded,
+		"wrapped deadline":       fmt.Errorf("x: %w", context.DeadlineExceeded),
+		// SqlClient's client-side numbers for a dropped connection: the
+		// server never sends them and go-mssqldb never makes them, so they
+		// mean nothing special here.
+		"SqlClient 10054": mssql.Error{Number: 10054},
+		"SqlClient 10053": mssql.Error{Number: 10053},
+		"SqlClient 121":   mssql.Error{Number: 121},
 	}
-	for _, err := range yes {
+	for name, err := range yes {
 		if !isTransient(err) {
-			t.Errorf("isTransient(%v) = false", err)
+			t.Errorf("isTransient(%s) = false", name)
 		}
 	}
-	for _, err := range no {
+	for name, err := range no {
 		if isTransient(err) {
-			t.Errorf("isTransient(%v) = true", err)
+			t.Errorf("isTransient(%s) = true", name)
+		}
+	}
+}
+
+// TestIsTransientRealDriverErrors gets errors from go-mssqldb itself, by
+// connecting to a local port that closes every connection after reading the
+// prelogin (the driver reports io.EOF) and to a port nobody listens on (a
+// *net.OpError). A dropped connection in the middle of a batch needs a TDS
+// server and is covered by the driver's values in TestIsTransient.
+func TestIsTransientRealDriverErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 512))
+			c.Close()
+		}
+	}()
+	closed := ln.Addr().String()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := refused.Addr().String()
+	refused.Close()
+	t.Cleanup(func() { ln.Close(); <-done })
+
+	for _, addr := range []string{closed, nobody} {
+		db, err := sql.Open("sqlserver", "sqlserver://sa:x@"+addr+"?encrypt=disable&dial+timeout=5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		db.Close()
+		if err == nil || !isTransient(err) {
+			t.Errorf("driver error from %s: %T %v, want transient", addr, err, err)
 		}
 	}
 }
@@ -63,7 +136,7 @@ func TestRetryDelayIsCappedAndJittered(t *testing.T) {
 	}
 }
 
-var renewReq = backend.RenewRequest{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
+var renewReq = backend.RenewRequest{Key: "k", Owner: "o", Attempt: "a", Token: 5, TTL: time.Second}
 
 func renewRow() *sqlmock.Rows {
 	return sqlmock.NewRows([]string{"FencingToken", "ExpiresAtUtc"}).AddRow(int64(5), time.Now())
@@ -73,11 +146,14 @@ func renewRow() *sqlmock.Rows {
 // whole, and succeeds.
 func TestRetryRunsTheWholeBatchAgain(t *testing.T) {
 	b, mock := newMockBackend(t)
-	req := backend.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}
+	req := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second}
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).WillReturnError(mssql.Error{Number: 1205, Message: "deadlock victim"})
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).WillReturnError(mssql.Error{Number: 40613})
+	// The connection drops while the answer is read: the batch may have
+	// committed, and running it again refreshes the same attempt's holding.
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).WillReturnError(mssql.StreamError{InnerError: io.ErrUnexpectedEOF})
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), "o", int64(9), time.Now(), make([]byte, 8)))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), "o", int64(9), time.Now(), make([]byte, 8), nil))
 	g, err := b.Acquire(context.Background(), req)
 	if err != nil || !g.Acquired || g.Token != 9 {
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -130,7 +206,7 @@ func TestRetryNeverRetriesContextErrors(t *testing.T) {
 	b, mock := newMockBackend(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	mock.ExpectQuery(b.q.renew).
-		WithArgs(cancelOnMatch{cancel}, sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg()).
+		WithArgs(cancelOnMatch{cancel}, sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg()).
 		WillReturnError(mssql.Error{Number: 1205})
 	_, err := b.Renew(ctx, renewReq)
 	if !errors.Is(err, context.Canceled) {

@@ -8,8 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	mssql "github.com/microsoft/go-mssqldb"
 )
 
 // ErrSchemaMismatch is returned (wrapped) by EnsureSchema when the table
@@ -23,12 +21,24 @@ const binaryCollation = "Latin1_General_100_BIN2"
 
 // alreadyExists lists the errors a concurrent creator of the same object
 // causes: 2714 "There is already an object named ...", 1913 "an index ...
-// already exists", 2759 "CREATE SCHEMA failed due to previous errors".
-var alreadyExists = []int32{2714, 1913, 2759}
+// already exists", 2759 "CREATE SCHEMA failed due to previous errors", 2705
+// "Column names in each table must be unique" (two upgrades at once). The
+// object that exists is checked afterwards (checkObjects): an object of the
+// same name but another kind is not mistaken for ours.
+var alreadyExists = []int32{2714, 1913, 2759, 2705}
+
+// attemptColumn is the AttemptId column after its name (%s: the default's
+// constraint name): the attempt that made the holding, printable ASCII of at
+// most 64 bytes. The default, an empty string (which no request can name),
+// fills the rows of a table made by a version without the column: those
+// holdings can then no longer be renewed or released by any attempt, and
+// simply expire.
+const attemptColumn = `NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CONSTRAINT %s DEFAULT (N'')`
 
 // ddlStatements returns the statements that create the schema, sequence,
-// table and index when they are missing. Each is its own batch. CREATE SCHEMA
-// must be alone in its batch, hence sp_executesql.
+// table and index when they are missing, and add the AttemptId column to a
+// table made by an earlier version. Each is its own batch. CREATE SCHEMA must
+// be alone in its batch, hence sp_executesql.
 func ddlStatements(n objectNames) []string {
 	createSchema := "CREATE SCHEMA " + n.schemaQ
 	return []string{
@@ -46,6 +56,7 @@ func ddlStatements(n objectNames) []string {
         LeaseName       NVARCHAR(400)     COLLATE %[3]s NOT NULL,
         LeaseNameBytes  INT               NOT NULL,
         OwnerInstanceId NVARCHAR(400)     COLLATE %[3]s NOT NULL,
+        AttemptId       %[7]s,
         FencingToken    BIGINT            NOT NULL,
         AcquiredAtUtc   DATETIMEOFFSET(7) NOT NULL,
         RenewedAtUtc    DATETIMEOFFSET(7) NOT NULL,
@@ -55,7 +66,12 @@ func ddlStatements(n objectNames) []string {
         CONSTRAINT %[4]s PRIMARY KEY CLUSTERED (LeaseName, LeaseNameBytes),
         CONSTRAINT %[5]s CHECK (LeaseNameBytes = DATALENGTH(LeaseName)),
         CONSTRAINT %[6]s CHECK (FencingToken > 0)
-    );`, quoteLiteral(n.tableQ), n.tableQ, binaryCollation, n.pk, n.ckBytes, n.ckToken),
+    );`, quoteLiteral(n.tableQ), n.tableQ, binaryCollation, n.pk, n.ckBytes, n.ckToken, fmt.Sprintf(attemptColumn, n.dfAttempt)),
+
+		// A table made before holdings had attempts gets the column; rows
+		// already there get an empty string (see attemptColumn).
+		fmt.Sprintf("IF COL_LENGTH(%s, N'AttemptId') IS NULL\n    ALTER TABLE %s ADD AttemptId %s;",
+			quoteLiteral(n.tableQ), n.tableQ, fmt.Sprintf(attemptColumn, n.dfAttempt)),
 
 		fmt.Sprintf("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(%s) AND name = %s)\n    CREATE NONCLUSTERED INDEX %s ON %s (ExpiresAtUtc);",
 			quoteLiteral(n.tableQ), quoteLiteral(n.indexName), n.ixExpires, n.tableQ),
@@ -82,13 +98,16 @@ func CreateScript(schema, table string) string {
 }
 
 // EnsureSchema creates the schema, sequence, table and index of a lease table
-// when they are missing, and checks that an existing table has the columns
-// and collations this backend needs (ErrSchemaMismatch otherwise). It is
+// when they are missing, adds the AttemptId column to a table made by an
+// earlier version, and checks that the table and sequence are what this
+// backend needs (ErrSchemaMismatch otherwise, for example when an object with
+// the sequence's name is not a sequence). It first refuses a database with
+// DELAYED_DURABILITY = FORCED (ErrDelayedDurability), touching nothing. It is
 // idempotent and safe when several instances run it at once: an "already
 // exists" error from a concurrent creator counts as success. It needs CREATE
-// SCHEMA (when the schema is missing), CREATE SEQUENCE and CREATE TABLE
-// permissions; the backend itself needs only SELECT, INSERT, UPDATE, DELETE
-// on the table and UPDATE on the sequence.
+// SCHEMA (when the schema is missing), CREATE SEQUENCE, CREATE TABLE and
+// ALTER on the table (for the upgrade); the backend itself needs only SELECT,
+// INSERT, UPDATE, DELETE on the table and UPDATE on the sequence.
 func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if db == nil {
 		return errors.New("sqlserver: EnsureSchema: nil *sql.DB")
@@ -97,25 +116,76 @@ func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDurability(ctx, db); err != nil {
+		return fmt.Errorf("sqlserver: EnsureSchema %s: %w", n, err)
+	}
 	for _, stmt := range ddlStatements(n) {
 		if _, err := db.ExecContext(ctx, stmt); err != nil && !isAlreadyExists(err) {
 			return fmt.Errorf("sqlserver: EnsureSchema %s: %w", n, err)
 		}
 	}
+	if err := checkObjects(ctx, db, n); err != nil {
+		return err
+	}
 	return checkTableShape(ctx, db, n)
 }
 
-func isAlreadyExists(err error) bool {
-	var me mssql.Error
-	if !errors.As(err, &me) {
-		return false
+func isAlreadyExists(err error) bool { return hasErrorNumber(err, alreadyExists...) }
+
+// durabilitySQL reads the delayed durability setting of the current database
+// (DISABLED, ALLOWED or FORCED), which is always visible to its users.
+const durabilitySQL = `SELECT delayed_durability_desc FROM sys.databases WHERE database_id = DB_ID();`
+
+// checkDurability returns ErrDelayedDurability when the database forces
+// delayed durability. ALLOWED is fine: only transactions that ask for delayed
+// durability get it, and the backend's never do.
+func checkDurability(ctx context.Context, db *sql.DB) error {
+	var setting string
+	if err := db.QueryRowContext(ctx, durabilitySQL).Scan(&setting); err != nil {
+		return fmt.Errorf("reading the database's delayed durability setting: %w", err)
 	}
-	for _, e := range append([]mssql.Error{me}, me.All...) {
-		if slices.Contains(alreadyExists, e.Number) {
-			return true
-		}
+	if strings.EqualFold(setting, "FORCED") {
+		return fmt.Errorf("%w; run ALTER DATABASE ... SET DELAYED_DURABILITY = DISABLED", ErrDelayedDurability)
 	}
-	return false
+	return nil
+}
+
+// objectsSQL reports what kind of object (sys.objects.type_desc, or an empty
+// string when there is none) holds the table's name and the sequence's name.
+const objectsSQL = `SELECT COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@table)), N''),
+       COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@sequence)), N'');`
+
+// checkObjects reports ErrSchemaMismatch when the table's or the sequence's
+// name belongs to another kind of object. The DDL looks for an object of the
+// right kind (OBJECT_ID(name, kind)); one of another kind with the same name
+// makes CREATE fail with "There is already an object named ...", which
+// EnsureSchema takes for a concurrent creator's success. Without this check a
+// table or view named like the sequence would pass, and only the first
+// acquire would fail.
+func checkObjects(ctx context.Context, db *sql.DB, n objectNames) error {
+	var table, sequence string
+	err := db.QueryRowContext(ctx, objectsSQL, sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ)).Scan(&table, &sequence)
+	if err != nil {
+		return fmt.Errorf("sqlserver: EnsureSchema %s: reading objects: %w", n, err)
+	}
+	var problems []string
+	if table != "USER_TABLE" {
+		problems = append(problems, fmt.Sprintf("%s is %s, not a table", n.tableQ, kindOf(table)))
+	}
+	if sequence != "SEQUENCE_OBJECT" {
+		problems = append(problems, fmt.Sprintf("%s is %s, not a sequence", n.sequenceQ, kindOf(sequence)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrSchemaMismatch, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func kindOf(typeDesc string) string {
+	if typeDesc == "" {
+		return "missing"
+	}
+	return "a " + typeDesc
 }
 
 // requiredColumns are the columns the queries use, with the collation the
@@ -124,6 +194,7 @@ var requiredColumns = map[string]string{
 	"LeaseName":       binaryCollation,
 	"LeaseNameBytes":  "",
 	"OwnerInstanceId": binaryCollation,
+	"AttemptId":       binaryCollation,
 	"FencingToken":    "",
 	"AcquiredAtUtc":   "",
 	"RenewedAtUtc":    "",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,10 @@ func TestCreateScriptDefaultTable(t *testing.T) {
 		"IF OBJECT_ID(N'[lease].[Leases]', N'U') IS NULL\n    CREATE TABLE [lease].[Leases] (",
 		"LeaseName       NVARCHAR(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,",
 		"OwnerInstanceId NVARCHAR(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,",
+		"AttemptId       NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N''),",
+		// The upgrade of a table made by the previous version: idempotent,
+		// a no-op on a table that has the column.
+		"IF COL_LENGTH(N'[lease].[Leases]', N'AttemptId') IS NULL\n    ALTER TABLE [lease].[Leases] ADD AttemptId NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N'');\nGO\n",
 		"FencingToken    BIGINT            NOT NULL,",
 		"ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL,",
 		"Metadata        NVARCHAR(4000)    NULL,",
@@ -31,8 +36,8 @@ func TestCreateScriptDefaultTable(t *testing.T) {
 			t.Errorf("CreateScript lacks %q:\n%s", want, s)
 		}
 	}
-	if n := strings.Count(s, "\nGO\n"); n != 4 {
-		t.Errorf("%d batches, want 4", n)
+	if n := strings.Count(s, "\nGO\n"); n != 5 {
+		t.Errorf("%d batches, want 5", n)
 	}
 }
 
@@ -97,9 +102,22 @@ func TestCheckIdentifiers(t *testing.T) {
 	}
 }
 
-// expectDDL expects the four DDL batches; fail, when not nil, answers the
-// batch at that index with an error.
+// expectDurability expects the durability check, answering setting.
+func expectDurability(mock sqlmock.Sqlmock, setting string) {
+	mock.ExpectQuery(durabilitySQL).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"delayed_durability_desc"}).AddRow(setting))
+}
+
+// expectObjects expects the object kind check, answering the kinds of the
+// table's and the sequence's names.
+func expectObjects(mock sqlmock.Sqlmock, n objectNames, table, sequence string) {
+	mock.ExpectQuery(objectsSQL).WithArgs(sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ)).
+		WillReturnRows(sqlmock.NewRows([]string{"table", "sequence"}).AddRow(table, sequence))
+}
+
+// expectDDL expects the durability check and the five DDL batches; fail,
+// when not nil, answers the batch at that index with an error.
 func expectDDL(mock sqlmock.Sqlmock, n objectNames, failAt int, fail error) {
+	expectDurability(mock, "DISABLED")
 	for i, stmt := range ddlStatements(n) {
 		e := mock.ExpectExec(stmt).WithoutArgs()
 		if i == failAt {
@@ -111,11 +129,12 @@ func expectDDL(mock sqlmock.Sqlmock, n objectNames, failAt int, fail error) {
 		}
 		e.WillReturnResult(sqlmock.NewResult(0, 0))
 	}
+	expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT")
 }
 
 func shapeRows(override map[string]string) *sqlmock.Rows {
 	rows := sqlmock.NewRows([]string{"name", "collation_name"})
-	for _, col := range []string{"LeaseName", "LeaseNameBytes", "OwnerInstanceId", "FencingToken", "AcquiredAtUtc", "RenewedAtUtc", "ExpiresAtUtc", "Metadata", "RowVersion"} {
+	for _, col := range []string{"LeaseName", "LeaseNameBytes", "OwnerInstanceId", "AttemptId", "FencingToken", "AcquiredAtUtc", "RenewedAtUtc", "ExpiresAtUtc", "Metadata", "RowVersion"} {
 		collation := requiredColumns[col]
 		if c, ok := override[col]; ok {
 			if c == "-" {
@@ -148,9 +167,10 @@ func TestEnsureSchema(t *testing.T) {
 		"schema":   mssql.Error{Number: 2759, All: []mssql.Error{{Number: 2714}, {Number: 2759}}},
 		"sequence": mssql.Error{Number: 2714},
 		"table":    mssql.Error{Number: 1750, All: []mssql.Error{{Number: 2714}, {Number: 1750}}},
+		"upgrade":  mssql.Error{Number: 2705, Message: "Column names in each table must be unique."},
 		"index":    mssql.Error{Number: 1913},
 	}
-	for i, what := range []string{"schema", "sequence", "table", "index"} {
+	for i, what := range []string{"schema", "sequence", "table", "upgrade", "index"} {
 		t.Run("race on "+what, func(t *testing.T) {
 			db, mock := newMockDB(t)
 			expectDDL(mock, n, i, races[what])
@@ -164,7 +184,10 @@ func TestEnsureSchema(t *testing.T) {
 	t.Run("permission denied", func(t *testing.T) {
 		db, mock := newMockDB(t)
 		denied := mssql.Error{Number: 262, Message: "CREATE TABLE permission denied"}
-		expectDDL(mock, n, 2, denied)
+		expectDurability(mock, "DISABLED")
+		mock.ExpectExec(ddlStatements(n)[0]).WillReturnResult(sqlmock.NewResult(0, 0))
+		mock.ExpectExec(ddlStatements(n)[1]).WillReturnResult(sqlmock.NewResult(0, 0))
+		mock.ExpectExec(ddlStatements(n)[2]).WillReturnError(denied)
 		err := EnsureSchema(ctx, db, "lease", "Leases")
 		var me mssql.Error
 		if !errors.As(err, &me) || me.Number != 262 {
@@ -173,8 +196,10 @@ func TestEnsureSchema(t *testing.T) {
 	})
 
 	for name, override := range map[string]map[string]string{
-		"reference product table": {"FencingToken": "-", "LeaseNameBytes": "-"},
-		"case-insensitive names":  {"LeaseName": "SQL_Latin1_General_CP1_CI_AS"},
+		"reference product table":  {"FencingToken": "-", "LeaseNameBytes": "-"},
+		"case-insensitive names":   {"LeaseName": "SQL_Latin1_General_CP1_CI_AS"},
+		"case-insensitive attempt": {"AttemptId": "SQL_Latin1_General_CP1_CI_AS"},
+		"no attempt column":        {"AttemptId": "-"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			db, mock := newMockDB(t)
@@ -186,10 +211,102 @@ func TestEnsureSchema(t *testing.T) {
 		})
 	}
 
+	// An object with the sequence's (or the table's) name that is not a
+	// sequence (a table) makes CREATE SEQUENCE fail with "already an
+	// object named", which counts as a concurrent creator's success: the
+	// kind check must catch it, naming the object.
+	for name, kinds := range map[string][2]string{
+		"sequence name is a table": {"USER_TABLE", "USER_TABLE"},
+		"sequence name is a view":  {"USER_TABLE", "VIEW"},
+		"table name is a view":     {"VIEW", "SEQUENCE_OBJECT"},
+		"sequence missing":         {"USER_TABLE", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, mock := newMockDB(t)
+			expectDurability(mock, "DISABLED")
+			for i, stmt := range ddlStatements(n) {
+				e := mock.ExpectExec(stmt)
+				if i == 1 && kinds[1] != "" {
+					e.WillReturnError(mssql.Error{Number: 2714, Message: "There is already an object named 'Leases_FencingToken' in the database."})
+				} else {
+					e.WillReturnResult(sqlmock.NewResult(0, 0))
+				}
+			}
+			expectObjects(mock, n, kinds[0], kinds[1])
+			err := EnsureSchema(ctx, db, "lease", "Leases")
+			if !errors.Is(err, ErrSchemaMismatch) {
+				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
+			}
+			if kinds[1] != "SEQUENCE_OBJECT" && !strings.Contains(err.Error(), "[lease].[Leases_FencingToken] is ") {
+				t.Errorf("error does not name the sequence: %v", err)
+			}
+			if kinds[0] != "USER_TABLE" && !strings.Contains(err.Error(), "[lease].[Leases] is a VIEW, not a table") {
+				t.Errorf("error does not name the table: %v", err)
+			}
+		})
+	}
+
+	// DELAYED_DURABILITY = FORCED: refused before any DDL runs (the mock
+	// has no more expectations, so any DDL would fail differently).
+	t.Run("delayed durability forced", func(t *testing.T) {
+		db, mock := newMockDB(t)
+		expectDurability(mock, "FORCED")
+		err := EnsureSchema(ctx, db, "lease", "Leases")
+		if !errors.Is(err, ErrDelayedDurability) || !strings.Contains(err.Error(), "DELAYED_DURABILITY = DISABLED") {
+			t.Fatalf("err = %v, want ErrDelayedDurability saying what to do", err)
+		}
+	})
+	t.Run("delayed durability allowed", func(t *testing.T) {
+		db, mock := newMockDB(t)
+		mock.ExpectQuery(durabilitySQL).WillReturnRows(sqlmock.NewRows([]string{"d"}).AddRow("ALLOWED"))
+		for _, stmt := range ddlStatements(n) {
+			mock.ExpectExec(stmt).WillReturnResult(sqlmock.NewResult(0, 0))
+		}
+		expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT")
+		mock.ExpectQuery(tableShapeSQL).WillReturnRows(shapeRows(nil))
+		if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("durability unreadable", func(t *testing.T) {
+		db, mock := newMockDB(t)
+		mock.ExpectQuery(durabilitySQL).WillReturnRows(sqlmock.NewRows([]string{"d"}))
+		if err := EnsureSchema(ctx, db, "lease", "Leases"); err == nil || !strings.Contains(err.Error(), "delayed durability") {
+			t.Fatalf("err = %v, want an error about reading the setting", err)
+		}
+	})
+
 	t.Run("invalid names touch nothing", func(t *testing.T) {
 		db, _ := newMockDB(t)
 		if err := EnsureSchema(ctx, db, "lease", "a\x00b"); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// TestEnsureSchemaUpgradesPreviousTable: on a table made by the previous
+// version (no AttemptId), EnsureSchema sends the ALTER TABLE that adds the
+// column with its default, and the shape check then passes. The mock cannot
+// run the IF COL_LENGTH test; the statement's text is checked here and its
+// grammar by TestTSQLGrammar.
+func TestEnsureSchemaUpgradesPreviousTable(t *testing.T) {
+	n := mustNames(t, "lease", "Leases")
+	upgrade := "IF COL_LENGTH(N'[lease].[Leases]', N'AttemptId') IS NULL\n    ALTER TABLE [lease].[Leases] ADD AttemptId NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N'');"
+	stmts := ddlStatements(n)
+	if !slices.Contains(stmts, upgrade) {
+		t.Fatalf("no upgrade statement among:\n%s", strings.Join(stmts, "\n"))
+	}
+	if i := slices.Index(stmts, upgrade); i < 2 || !strings.Contains(stmts[i-1], "CREATE TABLE") {
+		t.Errorf("the upgrade must follow CREATE TABLE (statement %d)", i)
+	}
+	db, mock := newMockDB(t)
+	expectDurability(mock, "DISABLED")
+	for _, stmt := range stmts {
+		mock.ExpectExec(stmt).WillReturnResult(sqlmock.NewResult(0, 0))
+	}
+	expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT")
+	mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(shapeRows(nil))
+	if err := EnsureSchema(context.Background(), db, "lease", "Leases"); err != nil {
+		t.Fatal(err)
+	}
 }

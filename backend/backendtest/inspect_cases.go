@@ -1,0 +1,158 @@
+package backendtest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
+)
+
+// inspectCases check the operator's view of the store: who holds a key
+// (Inspector, required of every backend), listing by prefix (Lister) and
+// ending a holding by force (Revoker).
+func (s *suite) inspectCases() []testCase {
+	return []testCase{
+		{"InspectShowsTheLiveHolding", s.bInspect},
+		{"ListByPrefix", s.bList},
+		{"RevokeFencesTheHolder", s.bRevoke},
+		{"ManagerInspectSeesAnyOwner", s.mInspect},
+		{"RevokedLeaseIsLostAsRejected", s.mRevoked},
+	}
+}
+
+func inspector(t *testing.T, b backend.Backend) backend.Inspector {
+	t.Helper()
+	in, ok := b.(backend.Inspector)
+	if !ok {
+		t.Fatalf("%s does not implement backend.Inspector", b.Info().Name)
+	}
+	return in
+}
+
+func (s *suite) bInspect(t *testing.T) {
+	b, k := s.newBackend(t), uniq(t)
+	in, ctx := inspector(t, b), ctxT(t)
+	if _, held, err := in.Inspect(ctx, k); err != nil || held {
+		t.Fatalf("Inspect of a free key = held %v, %v", held, err)
+	}
+	attempt := newAttempt()
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: "o1", Attempt: attempt, TTL: time.Minute, Metadata: "md"})
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	h, held, err := in.Inspect(ctx, k)
+	if err != nil || !held {
+		t.Fatalf("Inspect of a held key = held %v, %v", held, err)
+	}
+	if h.Key != k || h.Owner != "o1" || h.Token != g.Token || h.Metadata != "md" || !nearNow(h.ExpiresAt, time.Minute) ||
+		h.ExpiresIn <= 50*time.Second || h.ExpiresIn > time.Minute+time.Second {
+		t.Errorf("Inspect = %+v, want o1's holding (token %d, metadata md, about a minute left)", h, g.Token)
+	}
+	if _, _, err := in.Inspect(ctx, ""); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Errorf("Inspect(\"\") = %v, want ErrInvalidRequest", err)
+	}
+	short := mustGrant(t, b, k+"short", "o1", 50*time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // expiry has no signal: let the store's clock pass the TTL
+	if h, held, err := in.Inspect(ctx, short.key); err != nil || held {
+		t.Errorf("Inspect of an expired holding = %+v, held %v, %v", h, held, err)
+	}
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "o1", Attempt: attempt, Token: g.Token}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *suite) bList(t *testing.T) {
+	b, k := s.newBackend(t), uniq(t)
+	l, ok := b.(backend.Lister)
+	if !ok {
+		t.Skipf("%s does not list holdings", b.Info().Name)
+	}
+	want := map[string]uint64{}
+	for _, sfx := range []string{"a", "b", "c/d", "{x}"} {
+		want[k+sfx] = mustGrant(t, b, k+sfx, "o1", time.Minute).Token
+	}
+	mustGrant(t, b, k[:len(k)-1]+"-other", "o1", time.Minute) // shares all but the last character
+	got := map[string]uint64{}
+	if err := l.List(ctxT(t), k, func(h backend.Holding) bool { got[h.Key] = h.Token; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("List(%q) = %v, want %v", k, got, want)
+	}
+	for key, tok := range want {
+		if got[key] != tok {
+			t.Errorf("List: %q token %d, want %d", key, got[key], tok)
+		}
+	}
+	n := 0
+	if err := l.List(ctxT(t), k, func(backend.Holding) bool { n++; return false }); err != nil || n != 1 {
+		t.Errorf("List stopped by fn after %d calls (%v), want 1", n, err)
+	}
+}
+
+func (s *suite) bRevoke(t *testing.T) {
+	b, k := s.newBackend(t), uniq(t)
+	r, ok := b.(backend.Revoker)
+	if !ok {
+		t.Skipf("%s does not revoke holdings", b.Info().Name)
+	}
+	ctx := ctxT(t)
+	g := mustGrant(t, b, k, "o1", time.Minute)
+	if _, removed, err := r.Revoke(ctx, k, g.Token+1); err != nil || removed {
+		t.Errorf("Revoke with another token: removed %v, %v; want nothing removed", removed, err)
+	}
+	h, removed, err := r.Revoke(ctx, k, g.Token)
+	if err != nil || !removed || h.Owner != "o1" || h.Token != g.Token {
+		t.Fatalf("Revoke = %+v, removed %v, %v", h, removed, err)
+	}
+	if _, err := b.Renew(ctx, g.renewReq(time.Minute)); !errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("the revoked holder's Renew = %v, want ErrNotHeld", err)
+	}
+	g2 := mustGrant(t, b, k, "o2", time.Minute)
+	if g2.Token <= g.Token {
+		t.Errorf("token after revoking %d: %d, want higher", g.Token, g2.Token)
+	}
+	if _, removed, err := r.Revoke(ctx, k, 0); err != nil || !removed {
+		t.Errorf("Revoke(token 0) of a live holding: removed %v, %v", removed, err)
+	}
+	if _, removed, err := r.Revoke(ctx, k, 0); err != nil || removed {
+		t.Errorf("Revoke of a free key: removed %v, %v", removed, err)
+	}
+}
+
+func (s *suite) mInspect(t *testing.T) {
+	p := s.pair(t)
+	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
+	ctx := ctxT(t)
+	if _, held, err := m2.Inspect(ctx, "job"); err != nil || held {
+		t.Fatalf("Inspect of a free name = held %v, %v", held, err)
+	}
+	l := mustAcquire(t, m1, "job", leasehold.WithMetadata("host=a"))
+	info, held, err := m2.Inspect(ctx, "job")
+	if err != nil || !held || info.Name != "job" || info.Owner != "o1" || info.Token != l.Token() || info.Metadata != "host=a" || info.ExpiresAt.IsZero() {
+		t.Errorf("Inspect = %+v, held %v, %v; want o1's lease", info, held, err)
+	}
+	if _, _, err := m2.Inspect(ctx, ""); !errors.Is(err, leasehold.ErrInvalidName) {
+		t.Errorf("Inspect(\"\") = %v, want ErrInvalidName", err)
+	}
+}
+
+func (s *suite) mRevoked(t *testing.T) {
+	p := s.pair(t)
+	r, ok := p.raw.(backend.Revoker)
+	if !ok {
+		t.Skipf("%s does not revoke holdings", p.raw.Info().Name)
+	}
+	m := p.manager(t, "o1")
+	sub := m.Subscribe(4)
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Minute))
+	if _, removed, err := r.Revoke(ctxT(t), p.prefix+"job", l.Token()); err != nil || !removed {
+		t.Fatalf("Revoke: removed %v, %v", removed, err)
+	}
+	if err := l.Renew(ctxT(t), 0); !errors.Is(err, leasehold.ErrLost) {
+		t.Errorf("Renew after Revoke = %v, want ErrLost", err)
+	}
+	lostWithin(t, l, sub, patience, leasehold.ReasonRejected)
+}

@@ -1,0 +1,80 @@
+package memory
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+var (
+	_ backend.Inspector = (*Backend)(nil)
+	_ backend.Lister    = (*Backend)(nil)
+	_ backend.Revoker   = (*Backend)(nil)
+)
+
+// Inspect returns the live holding of key.
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	if err := check(ctx, backend.CheckText("key", key)); err != nil {
+		return backend.Holding{}, false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	e := b.leases[key]
+	if e == nil || !now.Before(e.expires) {
+		return backend.Holding{}, false, nil
+	}
+	return e.holding(key, now), true, nil
+}
+
+// List calls fn with the live holdings under prefix, in key order.
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	now := time.Now()
+	var hs []backend.Holding
+	for k, e := range b.leases {
+		if strings.HasPrefix(k, prefix) && now.Before(e.expires) {
+			hs = append(hs, e.holding(k, now))
+		}
+	}
+	b.mu.Unlock()
+	sort.Slice(hs, func(i, j int) bool { return hs[i].Key < hs[j].Key })
+	for _, h := range hs {
+		if !fn(h) {
+			break
+		}
+	}
+	return nil
+}
+
+// Revoke ends the live holding of key (of token, unless it is 0).
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	if err := check(ctx, backend.CheckText("key", key)); err != nil {
+		return backend.Holding{}, false, err
+	}
+	b.mu.Lock()
+	now := time.Now()
+	e := b.leases[key]
+	if e == nil || !now.Before(e.expires) || (token != 0 && e.token != token) {
+		b.mu.Unlock()
+		return backend.Holding{}, false, nil
+	}
+	h := e.holding(key, now)
+	b.deleteLocked(key)
+	notify := b.watchersLocked()
+	b.mu.Unlock()
+	for _, fn := range notify {
+		fn(key)
+	}
+	return h, true, nil
+}
+
+func (e *entry) holding(key string, now time.Time) backend.Holding {
+	return backend.Holding{Key: key, Owner: e.owner, Token: e.token, ExpiresAt: e.expires, ExpiresIn: e.expires.Sub(now), Metadata: e.metadata}
+}

@@ -1,0 +1,41 @@
+package sqlserver
+
+import (
+	"errors"
+	"slices"
+
+	mssql "github.com/microsoft/go-mssqldb"
+)
+
+// ErrDelayedDurability is returned (wrapped) by EnsureSchema and Acquire when
+// the database has DELAYED_DURABILITY = FORCED. Commits there return before
+// they are on disk, so a crash can lose an acknowledged grant together with
+// the sequence's advance, and a later grant would repeat its fencing token.
+// Per-transaction durability cannot override FORCED; set the database to
+// DISABLED (or ALLOWED: the backend's own commits stay fully durable then).
+var ErrDelayedDurability = errors.New("sqlserver: the database forces delayed durability (DELAYED_DURABILITY = FORCED), so acknowledged grants can be lost and fencing tokens repeated")
+
+// ErrReplicaNotConfirmed is returned (wrapped) by Acquire when a grant was not
+// confirmed on the replica in time and releasing it on the primary failed as
+// well: the grant may still stand, so this is a fault (the engine cleans up as
+// after any ambiguous acquire), not a refusal.
+var ErrReplicaNotConfirmed = errors.New("sqlserver: grant not confirmed on the read replica in time")
+
+// hasErrorNumber reports whether err carries a SQL Server error with one of
+// numbers, as the last error or as any earlier error of the same batch
+// (mssql.Error.All), also inside a mssql.ServerError.
+func hasErrorNumber(err error, numbers ...int32) bool {
+	var me mssql.Error
+	if !errors.As(err, &me) {
+		return false
+	}
+	if slices.Contains(numbers, me.Number) {
+		return true
+	}
+	for _, e := range me.All {
+		if slices.Contains(numbers, e.Number) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,161 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+var (
+	_ backend.Inspector = (*Backend)(nil)
+	_ backend.Lister    = (*Backend)(nil)
+	_ backend.Revoker   = (*Backend)(nil)
+)
+
+// Inspect returns the live holding of key, whoever holds it; held is false
+// when the key is free or its holding has expired (on the server's clock).
+// It changes nothing, so transient errors are retried.
+func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holding, held bool, err error) {
+	if err := backend.CheckText("key", key); err != nil {
+		return backend.Holding{}, false, err
+	}
+	err = b.retry(ctx, "inspect", func(ctx context.Context) error {
+		rows, err := b.db.QueryContext(ctx, b.q.inspect, sql.Named("name", key))
+		if err != nil {
+			return err
+		}
+		h, held, err = scanOneHolding(rows, key)
+		return err
+	})
+	if err != nil {
+		b.logFailure(ctx, "inspect failed", err, "key", key)
+		return backend.Holding{}, false, fmt.Errorf("sqlserver: inspect %q: %w", key, err)
+	}
+	return h, held, nil
+}
+
+// List calls fn with every live holding whose key starts with prefix ("" for
+// all), in key order (binary), until fn returns false. It reads the table in
+// one query, so a failure after fn was called is returned, not retried.
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	switch {
+	case !utf8.ValidString(prefix):
+		return fmt.Errorf("%w: prefix is not valid UTF-8", backend.ErrInvalidRequest)
+	case strings.IndexByte(prefix, 0) >= 0:
+		return fmt.Errorf("%w: prefix contains a NUL byte", backend.ErrInvalidRequest)
+	case utf16Len(prefix) > 2*backend.MaxKeyRunes:
+		// Longer than any key (and than the query's VARBINARY(800)).
+		return ctx.Err()
+	}
+	var rows *sql.Rows
+	err := b.retry(ctx, "list", func(ctx context.Context) error {
+		var err error
+		rows, err = b.db.QueryContext(ctx, b.q.list, sql.Named("prefix", prefix))
+		return err
+	})
+	if err != nil {
+		b.logFailure(ctx, "list failed", err, "prefix", prefix)
+		return fmt.Errorf("sqlserver: list %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		h, err := scanHolding(rows, &key)
+		if err != nil {
+			return fmt.Errorf("sqlserver: list %q: %w", prefix, err)
+		}
+		h.Key = key
+		if !strings.HasPrefix(key, prefix) {
+			return fmt.Errorf("sqlserver: list %q: the server returned key %q, which lacks the prefix", prefix, key)
+		}
+		if !fn(h) {
+			return nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlserver: list %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// Revoke ends the live holding of key when its token is token (0: whichever
+// holding is live) and returns what it removed. The holder is fenced: its
+// next renewal fails with ErrNotHeld, and its token is never issued again.
+// There are no release notifications: waiters find the key free when they
+// next poll. Revoke is never retried: after an ambiguous failure a second
+// run could report a removal it did not make, or (token 0) remove a holding
+// granted in between that the operator never saw; Inspect tells what stands.
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	if err := backend.CheckText("key", key); err != nil {
+		return backend.Holding{}, false, err
+	}
+	t, ok := tokenParam(token)
+	if !ok {
+		return backend.Holding{}, false, nil // never issued, so not live
+	}
+	rows, err := b.db.QueryContext(ctx, b.q.revoke, sql.Named("name", key), sql.Named("token", t))
+	var (
+		h       backend.Holding
+		removed bool
+	)
+	if err == nil {
+		h, removed, err = scanOneHolding(rows, key)
+	}
+	if err != nil {
+		b.logFailure(ctx, "revoke failed", err, "key", key, "token", token)
+		return backend.Holding{}, false, fmt.Errorf("sqlserver: revoke %q: %w", key, err)
+	}
+	if removed && token != 0 && h.Token != token {
+		return backend.Holding{}, false, fmt.Errorf("sqlserver: revoke %q: removed token %d, asked for %d", key, h.Token, token)
+	}
+	if removed {
+		b.log.InfoContext(ctx, "revoked", "key", key, "owner", h.Owner, "token", h.Token)
+	}
+	return h, removed, nil
+}
+
+// scanOneHolding reads at most one holding of key and closes rows.
+func scanOneHolding(rows *sql.Rows, key string) (backend.Holding, bool, error) {
+	defer rows.Close()
+	if !rows.Next() {
+		return backend.Holding{}, false, rows.Err()
+	}
+	h, err := scanHolding(rows)
+	if err != nil {
+		return backend.Holding{}, false, err
+	}
+	h.Key = key
+	if rows.Next() {
+		return backend.Holding{}, false, fmt.Errorf("sqlserver: more than one holding of %q", key)
+	}
+	if err := rows.Err(); err != nil {
+		return backend.Holding{}, false, err
+	}
+	return h, true, nil
+}
+
+// scanHolding reads one row of (extra..., owner, token, expiry, remaining
+// microseconds, metadata) and checks that it is a live holding.
+func scanHolding(rows *sql.Rows, extra ...any) (backend.Holding, error) {
+	var (
+		h       backend.Holding
+		token   int64
+		expires time.Time
+		remUs   int64
+	)
+	if err := rows.Scan(append(extra, &h.Owner, &token, &expires, &remUs, &h.Metadata)...); err != nil {
+		return backend.Holding{}, fmt.Errorf("sqlserver: scanning a holding: %w", err)
+	}
+	if token <= 0 || remUs <= 0 {
+		return backend.Holding{}, fmt.Errorf("sqlserver: malformed holding (token %d, %d µs left)", token, remUs)
+	}
+	h.Token = uint64(token)
+	h.ExpiresAt = expires.UTC()
+	h.ExpiresIn = time.Duration(min(remUs, int64(backend.MaxTTL/time.Microsecond))) * time.Microsecond
+	return h, nil
+}

@@ -1,0 +1,36 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// Inspect asks the backend who holds name now, whoever it is: Owner, Token,
+// ExpiresAt (on the backend's clock) and Metadata. held is false when nobody
+// holds it. Bad names get ErrInvalidName before any backend call. It decides
+// nothing and changes nothing, so it goes straight to the backend rather than
+// through the lease's actor.
+func (m *Manager) Inspect(ctx context.Context, name string) (info LeaseInfo, held bool, err error) {
+	if m.closed.Load() {
+		return LeaseInfo{}, false, ErrClosed
+	}
+	key, err := m.keyOf(name)
+	if err != nil {
+		return LeaseInfo{}, false, err
+	}
+	in, ok := m.b.(backend.Inspector)
+	if !ok {
+		return LeaseInfo{}, false, fmt.Errorf("leasehold: Inspect: backend %q: %w", m.b.Info().Name, errors.ErrUnsupported)
+	}
+	h, held, err := in.Inspect(ctx, key)
+	if err != nil || !held {
+		if err != nil {
+			err = fmt.Errorf("leasehold: inspect %q: %w", name, err)
+		}
+		return LeaseInfo{}, false, err
+	}
+	return LeaseInfo{Name: name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt, Metadata: h.Metadata}, true, nil
+}
