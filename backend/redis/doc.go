@@ -85,6 +85,14 @@
 // for many holdings in one pipelined round trip, with per-lease results, and
 // fails as a whole when the round trip cannot be confirmed.
 //
+// # Operator's view
+//
+// Backend implements backend.Inspector (Inspect: one read-only script),
+// backend.Lister (List: SCAN by name prefix, on every master of a Cluster,
+// each page read in one pipeline) and backend.Revoker (Revoke: deletes the
+// lease hash, keeps the counter so the token is never issued again, and
+// publishes the release).
+//
 // # Client settings
 //
 // The client is the caller's and is not closed by Close. Set
