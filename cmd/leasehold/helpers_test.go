@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
+	"github.com/leasehold/leasehold/backend/sqlserver"
 )
 
 // bin is the leasehold binary built by TestMain.
@@ -142,7 +144,7 @@ type storeCase struct {
 	open func(t *testing.T) *storeEnv
 }
 
-var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}}
+var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}, {"sqlserver", sqlserverEnv}}
 
 // forEachStore runs f as a subtest on every real store.
 func forEachStore(t *testing.T, f func(t *testing.T, e *storeEnv)) {
@@ -229,7 +231,53 @@ var (
 	_ backend.Lister    = (*postgres.Backend)(nil)
 	_ backend.Inspector = (*postgres.Backend)(nil)
 	_ backend.Revoker   = (*postgres.Backend)(nil)
+	_ backend.Lister    = (*sqlserver.Backend)(nil)
+	_ backend.Inspector = (*sqlserver.Backend)(nil)
+	_ backend.Revoker   = (*sqlserver.Backend)(nil)
 )
+
+// sqlserverEnv makes a lease table in a schema of its own on the SQL Server
+// of LEASEHOLD_SQLSERVER_DSN. There is none on the development and CI
+// machines: an unset variable always skips (as in backend/sqlserver).
+func sqlserverEnv(t *testing.T) *storeEnv {
+	t.Helper()
+	dsn := os.Getenv(envSQLServer)
+	if dsn == "" {
+		t.Skip(envSQLServer + " is not set: skipping the SQL Server runs")
+	}
+	db, err := sql.Open("sqlserver", dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", envSQLServer, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		unavailable(t, "SQL Server of %s is not reachable: %v", envSQLServer, err)
+	}
+	schema := "lh_cli_" + randomHex(6)
+	if err := sqlserver.EnsureSchema(ctx, db, schema, sqlserver.DefaultTable); err != nil {
+		t.Fatalf("EnsureSchema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, stmt := range []string{
+			"DROP TABLE [" + schema + "].[" + sqlserver.DefaultTable + "]",
+			"DROP SEQUENCE [" + schema + "].[" + sqlserver.DefaultTable + "_FencingToken]",
+			"DROP SCHEMA [" + schema + "]",
+		} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	b, err := sqlserver.New(db, sqlserver.WithTable(schema, sqlserver.DefaultTable))
+	if err != nil {
+		t.Fatalf("sqlserver.New: %v", err)
+	}
+	return &storeEnv{name: "sqlserver", b: b, flags: []string{"-sqlserver", dsn, "-schema", schema}}
+}
 
 // newManager returns a Manager on e's store, closed at cleanup.
 func newManager(t *testing.T, e *storeEnv, owner string) *leasehold.Manager {
