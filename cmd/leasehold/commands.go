@@ -31,7 +31,7 @@ func listCommand() *command {
 				}
 				err = writeJSON(a.stdout, out)
 			} else {
-				err = holdingTable(a.stdout, hs, o.keyPrefix)
+				err = holdingTable(a.stdout, hs, o.keyPrefix, a.width())
 			}
 			if err != nil {
 				return a.failf(s, c.name, "%v", err)

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/backend"
 )
@@ -54,7 +56,9 @@ func timeLeft(d time.Duration) string {
 const (
 	maxNameCol  = 40
 	maxOwnerCol = 32
-	maxMetaCol  = 40
+	maxMetaCol  = 40 // when the width is unknown
+	minMetaCol  = 10
+	colGap      = 2
 )
 
 // cell makes s safe and short enough for a table cell.
@@ -65,14 +69,32 @@ func cell(s string, n int) string {
 	return truncate(oneLine(s), n)
 }
 
-// holdingTable writes holdings as an aligned table.
-func holdingTable(w io.Writer, hs []backend.Holding, keyPrefix string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// holdingTable writes holdings as an aligned table. width is the
+// terminal's (0: unknown): the metadata column, last, gets what the others
+// leave of it, at least minMetaCol runes.
+func holdingTable(w io.Writer, hs []backend.Holding, keyPrefix string, width int) error {
+	rows := make([][4]string, len(hs))
+	widths := [4]int{len("NAME"), len("OWNER"), len("TOKEN"), len("TIME LEFT")}
+	for i, h := range hs {
+		rows[i] = [4]string{cell(strings.TrimPrefix(h.Key, keyPrefix), maxNameCol), cell(h.Owner, maxOwnerCol),
+			strconv.FormatUint(h.Token, 10), timeLeft(h.ExpiresIn)}
+		for j, c := range rows[i] {
+			widths[j] = max(widths[j], utf8.RuneCountInString(c))
+		}
+	}
+	metaCol := maxMetaCol
+	if width > 0 {
+		used := 4 * colGap
+		for _, n := range widths {
+			used += n
+		}
+		metaCol = max(minMetaCol, width-used)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, colGap, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tOWNER\tTOKEN\tTIME LEFT\tMETADATA")
-	for _, h := range hs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n",
-			cell(strings.TrimPrefix(h.Key, keyPrefix), maxNameCol), cell(h.Owner, maxOwnerCol),
-			h.Token, timeLeft(h.ExpiresIn), cell(h.Metadata, maxMetaCol))
+	for i, h := range hs {
+		r := rows[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3], cell(h.Metadata, metaCol))
 	}
 	return tw.Flush()
 }

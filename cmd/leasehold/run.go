@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,6 +203,18 @@ func missingTable(err error) bool {
 // callCtx bounds one store call by -timeout.
 func callCtx(ctx context.Context, o *opts) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, o.timeout)
+}
+
+// width is the terminal's width for tables: stdout's when it is one, else
+// $COLUMNS, else 0 (unknown).
+func (a *app) width() int {
+	if w := ttyWidth(a.stdout); w > 0 {
+		return w
+	}
+	if n, err := strconv.Atoi(a.getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 0
 }
 
 // capability returns s's backend as T, or reports that it lacks it.
