@@ -399,6 +399,9 @@ func TestUsageErrors(t *testing.T) {
 		{"table on redis", nil, []string{"list", "-redis", "127.0.0.1:" + l.port(), "-table", "t"}, "-schema and -table apply to -postgres and -sqlserver"},
 		{"redis prefix on postgres", nil, []string{"list", "-postgres", pg, "-redis-prefix", "x:"}, "-redis-prefix applies to -redis only"},
 		{"unknown flag", nil, []string{"list", "-postgres", pg, "-prefx", "a"}, "flag provided but not defined: -prefx"},
+		{"DSN without its flag", nil, []string{"inspect", pg, "name"}, "one NAME only"},
+		{"keyword DSN without its flag", nil, []string{"list", "host=127.0.0.1 port=" + l.port() + " password=" + secret}, "unexpected argument"},
+		{"DSN as the command", nil, []string{pg}, "unknown command"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -455,6 +458,7 @@ func TestNoPasswordPrinted(t *testing.T) {
 		{"postgres unparsable", nil, []string{"list", "-postgres", "postgres://admin:" + secret + "@127.0.0.1:" + closedPort + "/db?x=%zz"}, "-postgres is not a valid PostgreSQL DSN"},
 		{"postgres by variable", []string{envPostgres + "=postgres://admin:" + secret + "@127.0.0.1:" + closedPort + "/db?x=%zz"}, []string{"list"}, envPostgres + " is not a valid PostgreSQL DSN"},
 		{"redis URL refused", nil, []string{"list", "-redis", "redis://admin:" + secret + "@127.0.0.1:" + closedPort + "/0"}, "cannot reach Redis at 127.0.0.1:" + closedPort},
+		{"redis password without a URL", nil, []string{"list", "-redis", "admin:" + secret + "@127.0.0.1:" + closedPort}, "has an @ but no redis:// scheme"},
 		{"redis URL unparsable", nil, []string{"list", "-redis", "redis://admin:" + secret + "@127.0.0.1:" + closedPort + "/zero"}, "-redis is not a valid Redis address or URL"},
 		{"sqlserver refused", nil, []string{"list", "-sqlserver", "sqlserver://sa:" + secret + "@127.0.0.1:" + closedPort + "?database=test"}, "cannot reach SQL Server at 127.0.0.1"},
 		{"sqlserver ADO form", nil, []string{"list", "-sqlserver", "server=127.0.0.1;port=" + closedPort + ";user id=sa;password=" + secret}, "cannot reach SQL Server at 127.0.0.1"},

@@ -121,7 +121,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	c := lookup(args[0])
 	if c == nil {
-		fmt.Fprintf(a.stderr, "leasehold: unknown command %q (commands: list, inspect, release, watch; run 'leasehold -h')\n", oneLine(args[0]))
+		fmt.Fprintf(a.stderr, "leasehold: unknown command %q (commands: list, inspect, release, watch; run 'leasehold -h')\n",
+			redactWith(oneLine(args[0]), argSecrets(args[:1])))
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("leasehold "+c.name, flag.ContinueOnError)
@@ -142,7 +143,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		t, err = o.target(a.getenv)
 	}
 	if err != nil {
-		fmt.Fprintf(a.stderr, "leasehold %s: %s\nRun 'leasehold %s -h' for usage.\n", c.name, err, c.name)
+		// The message may quote an argument: a DSN given without its flag
+		// keeps its password hidden too.
+		fmt.Fprintf(a.stderr, "leasehold %s: %s\nRun 'leasehold %s -h' for usage.\n", c.name, redactWith(err.Error(), argSecrets(args)), c.name)
 		return exitUsage
 	}
 	s, err := a.open(ctx, t)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -78,6 +79,10 @@ func openRedis(ctx context.Context, t target) (*store, error) {
 		}
 		opts = o
 	} else {
+		if strings.Contains(t.addr, "@") {
+			// user:password@host: not shown, and only a URL carries a password.
+			return nil, fmt.Errorf("%s has an @ but no redis:// scheme: give a password as redis://[user:password@]host:port", t.source)
+		}
 		if _, _, err := net.SplitHostPort(t.addr); err != nil {
 			return nil, fmt.Errorf("%s %q is not host:port or a redis:// URL", t.source, t.addr)
 		}
@@ -203,6 +208,23 @@ func redactWith(s string, secrets []string) string {
 		}
 	}
 	return s
+}
+
+// keywordPassword finds the password of a key=value connection string
+// (libpq "password=x", ADO "Password=x;" or "pwd=x").
+var keywordPassword = regexp.MustCompile(`(?i)(?:password|pwd)\s*=\s*('[^']*'|"[^"]*"|\{[^}]*\}|[^;\s]+)`)
+
+// argSecrets returns what looks like a password in any of args, so that a
+// message quoting an argument (a DSN given without its flag) hides it.
+func argSecrets(args []string) []string {
+	var out []string
+	for _, a := range args {
+		out = append(out, urlSecrets(a)...)
+		for _, m := range keywordPassword.FindAllStringSubmatch(a, -1) {
+			out = append(out, m[1], strings.Trim(m[1], `'"{}`))
+		}
+	}
+	return out
 }
 
 // urlSecrets returns the password of dsn when it parses as a URL, and the
