@@ -95,10 +95,11 @@ func releaseCommand() *command {
 		summary: "End NAME's lease by force. Its holder is fenced: its next renewal is rejected, so it\n" +
 			"  loses the lease (ReasonRejected), and its token is never issued again; waiters are\n" +
 			"  woken as after a release. Without -yes it shows the holding and asks for \"y\" on stdin.\n" +
-			"  A free name (or another token than -token) releases nothing and exits 0 (1 with -token)."}
+			"  A free name releases nothing and exits 0; with -token, a name not held with that\n" +
+			"  token releases nothing and exits 1."}
 	var force *bool
 	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
-		force = fs.Bool("force", false, "required: release says what it does")
+		force = fs.Bool("force", false, "required: says that you mean to end another process's lease")
 		yes := fs.Bool("yes", false, "do not ask for confirmation")
 		token := fs.Uint64("token", 0, "release only the holding with this `token` (0: whichever holds NAME)")
 		return func(ctx context.Context, a *app, s *store, o *opts) int {
