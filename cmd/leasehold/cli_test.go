@@ -307,6 +307,63 @@ func TestWatch(t *testing.T) {
 	})
 }
 
+// TestWatchWakesOnRelease: watch reports a release at once from the store's
+// notification, not at its next look (an hour away). The test waits until
+// the watch's subscription is in the store (so that the release cannot come
+// before it), and uses the backend directly: no Manager subscribes.
+func TestWatchWakesOnRelease(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *storeEnv) {
+		if e.listeners == nil {
+			t.Skipf("%s has no release notifications", e.name)
+		}
+		ctx := context.Background()
+		key := "wake-" + randomHex(4)
+		req := backend.AcquireRequest{Key: key, Owner: "cli-direct", Attempt: "attempt-" + randomHex(8), TTL: longTTL}
+		g, err := e.b.Acquire(ctx, req)
+		if err != nil || !g.Acquired {
+			t.Fatalf("Acquire: %+v, %v", g, err)
+		}
+		stdout, stderr := newLineSink(), newLineSink()
+		cmd := exec.Command(bin, e.args("watch", "-json", "-prefix", key, "-interval", "1h", "-for", "5m")...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = childEnv(nil), stdout, stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start watch: %v", err)
+		}
+		defer func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("watch after SIGINT: %v (want exit 0)", err)
+			}
+		}()
+		isEvent := func(ev string) func(string) bool {
+			return func(line string) bool {
+				var e eventJSON
+				return json.Unmarshal([]byte(line), &e) == nil && e.Event == ev && e.Key == key && e.Token == g.Token
+			}
+		}
+		stdout.waitFor(t, "held "+key, isEvent(evHeld))
+		deadline := time.Now().Add(time.Minute)
+		for {
+			n, err := e.listeners(ctx)
+			if err != nil {
+				t.Fatalf("count the store's listeners: %v", err)
+			}
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the watch did not subscribe to release notifications within a minute")
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for a while
+		}
+		if err := e.b.Release(ctx, backend.ReleaseRequest{Key: key, Owner: req.Owner, Attempt: req.Attempt, Token: g.Token}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		stdout.waitFor(t, "released "+key, isEvent(evReleased))
+	})
+}
+
 // TestWatchFor: watch -for ends by itself with exit 0, and its text lines
 // carry time, event, name, owner and token.
 func TestWatchFor(t *testing.T) {

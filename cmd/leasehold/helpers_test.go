@@ -136,6 +136,9 @@ type storeEnv struct {
 	name  string
 	b     backend.Backend
 	flags []string
+	// listeners counts the connections subscribed to the store's release
+	// notifications (nil: the store has none).
+	listeners func(ctx context.Context) (int, error)
 }
 
 // storeCase opens a store for one test.
@@ -193,7 +196,13 @@ func postgresEnv(t *testing.T) *storeEnv {
 	if err != nil {
 		t.Fatalf("postgres.New: %v", err)
 	}
-	return &storeEnv{name: "postgres", b: b, flags: []string{"-postgres", postgresDSN(), "-schema", schema}}
+	listeners := func(ctx context.Context) (int, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN "`+b.Channel()+`"`).Scan(&n)
+		return n, err
+	}
+	return &storeEnv{name: "postgres", b: b, flags: []string{"-postgres", postgresDSN(), "-schema", schema}, listeners: listeners}
 }
 
 func redisAddr() string {
@@ -220,7 +229,11 @@ func redisEnv(t *testing.T) *storeEnv {
 		t.Fatalf("redis.New: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return &storeEnv{name: "redis", b: b, flags: []string{"-redis", redisAddr(), "-redis-prefix", prefix}}
+	listeners := func(ctx context.Context) (int, error) {
+		n, err := client.PubSubNumSub(ctx, b.Channel()).Result()
+		return int(n[b.Channel()]), err
+	}
+	return &storeEnv{name: "redis", b: b, flags: []string{"-redis", redisAddr(), "-redis-prefix", prefix}, listeners: listeners}
 }
 
 // Every store the CLI is tested on has the capabilities it uses.
