@@ -135,7 +135,7 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 		if !held || (token != 0 && h.Token != token) {
 			return releasedNothing(a, o, held, h, token)
 		}
-		fmt.Fprintf(a.stderr, "%s is held by %s (token %d, %s left, metadata %q).\nRelease it by force? Its holder will lose it. [y/N] ",
+		fmt.Fprintf(a.stderr, "%s is held by %s (token %d, %s left, metadata \"%s\").\nRelease it by force? Its holder will lose it. [y/N] ",
 			oneLine(o.name), oneLine(h.Owner), h.Token, timeLeft(h.ExpiresIn), truncate(oneLine(h.Metadata), maxMetaCol))
 		answer, answered := readLine(ctx, a.stdin)
 		if !strings.HasSuffix(answer, "\n") {
