@@ -93,9 +93,12 @@ type watcher struct {
 	interval    time.Duration
 	now         func() time.Time
 
-	wake     chan struct{}
-	mu       sync.Mutex
-	released map[string]bool // keys announced released since the last look
+	wake chan struct{}
+	mu   sync.Mutex
+	// announced holds when each key was first announced deleted since the
+	// last look: a tighter bound on when it went than the next look. The
+	// announcement alone does not say why (etcd announces expiries too).
+	announced map[string]time.Time
 
 	last map[string]seen
 }
@@ -105,11 +108,14 @@ func (w *watcher) notify(key string) {
 	if !strings.HasPrefix(key, w.prefix) {
 		return
 	}
+	now := w.now()
 	w.mu.Lock()
-	if w.released == nil {
-		w.released = map[string]bool{}
+	if w.announced == nil {
+		w.announced = map[string]time.Time{}
 	}
-	w.released[key] = true
+	if _, ok := w.announced[key]; !ok {
+		w.announced[key] = now
+	}
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -173,7 +179,11 @@ func (w *watcher) look(ctx context.Context) (map[string]seen, error) {
 }
 
 // poll takes one look and emits what changed since the last: the ends first,
-// then the grants, each in key order.
+// then the grants, each in key order. A holding gone before the expiry last
+// seen was released (or revoked); one gone at or after it expired. A
+// holding renewed since the last look and released after the expiry seen
+// then is called expired: looks at an interval shorter than the TTLs make
+// that rare.
 func (w *watcher) poll(ctx context.Context) {
 	cur, err := w.look(ctx)
 	if err != nil {
@@ -185,16 +195,23 @@ func (w *watcher) poll(ctx context.Context) {
 	}
 	done := w.now() // the holdings missing from cur were gone by then
 	w.mu.Lock()
-	announced := w.released
-	w.released = nil
+	announced := w.announced
+	w.announced = nil
 	w.mu.Unlock()
 	for _, k := range sortedKeys(w.last) {
 		p := w.last[k]
 		if c, ok := cur[k]; ok && c.h.Token == p.h.Token {
 			continue
 		}
+		// It went before gone (the notification, else this look ended);
+		// before p's expiry as last seen (at is before the store measured
+		// ExpiresIn, so this estimate is never late), it cannot have expired.
+		gone := done
+		if n, ok := announced[k]; ok && n.Before(gone) {
+			gone = n
+		}
 		ev := evExpired
-		if announced[k] || done.Before(p.at.Add(p.h.ExpiresIn)) {
+		if gone.Before(p.at.Add(p.h.ExpiresIn)) {
 			ev = evReleased
 		}
 		w.emit(ev, p.h)

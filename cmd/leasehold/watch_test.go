@@ -36,8 +36,9 @@ func (f *fixedLister) List(_ context.Context, prefix string, fn func(backend.Hol
 
 // TestWatchDiff: the events of successive looks, on a clock the test moves:
 // a new key or a new token is a grant; a key gone before the expiry last
-// seen is a release, gone at or after it an expiry, gone after a release
-// notification a release whatever the time; renewals are no event.
+// seen is a release, gone at or after it an expiry; a notification dates the
+// end more closely than the next look (but is no proof of a release: etcd
+// announces expiries too); renewals are no event.
 func TestWatchDiff(t *testing.T) {
 	var out bytes.Buffer
 	l := &fixedLister{}
@@ -73,13 +74,20 @@ func TestWatchDiff(t *testing.T) {
 	step(2*time.Second, "expired p/b token=2")                                     // b gone at its end
 	step(time.Second, "granted p/a token=3", h("p/a", 3, 5*time.Second))
 	step(time.Second, "released p/a token=3, granted p/a token=4", h("p/a", 4, 5*time.Second)) // replaced before its end
-	w.notify("p/a")
+	now = now.Add(4 * time.Second)
+	w.notify("p/a") // 1 s before its end
 	w.notify("q/x") // not under the prefix: ignored
 	if len(w.wake) != 1 {
 		t.Fatalf("a release notification did not wake the watch")
 	}
 	<-w.wake
-	step(10*time.Second, "released p/a token=4") // long after its end, but announced released
+	now = now.Add(time.Second)
+	w.notify("p/a")                             // a later notification does not move the first
+	step(5*time.Second, "released p/a token=4") // looked at long after its end, but announced before it
 	step(time.Second, "granted p/c token=5", h("p/c", 5, time.Second))
-	step(time.Second, "expired p/c token=5") // gone exactly at its end
+	now = now.Add(2 * time.Second)
+	w.notify("p/c")                          // after its end: an expiry announced (etcd)
+	step(time.Second, "expired p/c token=5") // so it expired
+	step(time.Second, "granted p/d token=6", h("p/d", 6, time.Second))
+	step(time.Second, "expired p/d token=6") // gone exactly at its end
 }
