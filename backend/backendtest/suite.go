@@ -33,6 +33,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 			t.Run(c.name, c.run)
 		}
 	})
+	t.Run("Observe", func(t *testing.T) {
+		for _, c := range s.observeCases() {
+			t.Run(c.name, c.run)
+		}
+	})
 	t.Run("Identity", func(t *testing.T) {
 		for _, c := range s.identityCases() {
 			t.Run(c.name, c.run)
