@@ -134,7 +134,9 @@ func openPostgres(ctx context.Context, t target) (*store, error) {
 	cfg.MaxConns = 2
 	cfg.MinConns = 0
 	cfg.ConnConfig.ConnectTimeout = t.timeout
-	cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold-cli"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold-cli"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		if err = pool.Ping(ctx); err != nil {
