@@ -32,6 +32,10 @@ func TestListAndInspect(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
+		second, err := m.Acquire(ctx, prefix+"a-second", leasehold.WithTTL(longTTL)) // listed first
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
 		other, err := m.Acquire(ctx, "elsewhere-"+randomHex(4), leasehold.WithTTL(longTTL))
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
@@ -40,15 +44,18 @@ func TestListAndInspect(t *testing.T) {
 
 		r := run(t, "", nil, e.args("list", "-prefix", prefix)...)
 		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-		if r.code != 0 || len(lines) != 2 {
-			t.Fatalf("list: exit %d, want 0 and a header and one row", r.code)
+		if r.code != 0 || len(lines) != 3 {
+			t.Fatalf("list: exit %d, want 0 and a header and two rows", r.code)
+		}
+		if f := strings.Fields(lines[1]); f[0] != second.Name() {
+			t.Errorf("list: first row %q, want %s first (name order)", lines[1], second.Name())
 		}
 		if f := strings.Fields(lines[0]); strings.Join(f, " ") != "NAME OWNER TOKEN TIME LEFT METADATA" {
 			t.Errorf("list header %q", lines[0])
 		}
-		f := strings.Fields(lines[1])
+		f := strings.Fields(lines[2])
 		if len(f) != 5 || f[0] != name || f[1] != m.Owner() || f[2] != tok || f[4] != `host=a\tpid=1` {
-			t.Errorf("list row %q: want %s %s %s ... host=a\\tpid=1 (the tab escaped)", lines[1], name, m.Owner(), tok)
+			t.Errorf("list row %q: want %s %s %s ... host=a\\tpid=1 (the tab escaped)", lines[2], name, m.Owner(), tok)
 		}
 		if d, err := time.ParseDuration(f[3]); err != nil || d <= 0 || d > longTTL {
 			t.Errorf("time left %q: want a duration in (0, %v]", f[3], longTTL)
@@ -59,10 +66,11 @@ func TestListAndInspect(t *testing.T) {
 
 		r = run(t, "", nil, e.args("list", "-json", "-prefix", prefix)...)
 		var hs []holdingJSON
-		if err := json.Unmarshal([]byte(r.stdout), &hs); err != nil || r.code != 0 || len(hs) != 1 {
+		if err := json.Unmarshal([]byte(r.stdout), &hs); err != nil || r.code != 0 || len(hs) != 2 {
 			t.Fatalf("list -json: exit %d, %v, %d holdings", r.code, err, len(hs))
 		}
-		checkHolding(t, hs[0], l, "host=a\tpid=1")
+		checkHolding(t, hs[0], second, "")
+		checkHolding(t, hs[1], l, "host=a\tpid=1")
 
 		r = run(t, "", nil, e.args("inspect", name)...)
 		r.stdout = squeeze(r.stdout)

@@ -6,13 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/leasehold/leasehold/backend"
 )
 
 func listCommand() *command {
-	c := &command{name: "list", args: "[-prefix P]", summary: "List the live leases whose name starts with P (all by default), in the store's order."}
+	c := &command{name: "list", args: "[-prefix P]", summary: "List the live leases whose name starts with P (all by default), in name order."}
 	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
 		prefix := fs.String("prefix", "", "list only names starting with `P`")
 		return func(ctx context.Context, a *app, s *store, o *opts) int {
@@ -24,6 +25,8 @@ func listCommand() *command {
 			if err != nil {
 				return a.fail(s, c.name, err)
 			}
+			// In name order whatever the store's (SCAN's is arbitrary).
+			sort.Slice(hs, func(i, j int) bool { return hs[i].Key < hs[j].Key })
 			if o.json {
 				out := make([]holdingJSON, 0, len(hs))
 				for _, h := range hs {
