@@ -39,7 +39,7 @@ func (s *suite) mCloseEndedContext(t *testing.T) {
 	sub := m.Subscribe(64)
 	var ls []*leasehold.Lease
 	for i := range 5 {
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*shortTTL)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*s.short)))
 	}
 	var (
 		mu     sync.Mutex
@@ -53,7 +53,7 @@ func (s *suite) mCloseEndedContext(t *testing.T) {
 				if n == 1 && i == 0 {
 					close(before) // Close starts while acquires are under way
 				}
-				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*shortTTL))
+				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*s.short))
 				if err != nil {
 					if !errors.Is(err, leasehold.ErrClosed) {
 						t.Errorf("Acquire racing Close: %v, want ErrClosed", err)
@@ -228,7 +228,7 @@ func (s *suite) mLossUnconfirmedCleanup(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short))
 	p.f.FailAfterRenew.Store(true)
 	p.f.FailRelease.Store(true)
 	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)

@@ -120,8 +120,8 @@ func (s *suite) mWaitTimeout(t *testing.T) {
 func (s *suite) mWaitForever(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*shortTTL)
+	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*s.short)
 	defer cancel()
 	_, err := m2.Acquire(ctx, "job", leasehold.WithWait(leasehold.WaitForever))
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -170,7 +170,7 @@ func (s *suite) mHandOff(t *testing.T) {
 func (s *suite) mHandOffOnExpiry(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	l, err := m2.Acquire(ctxT(t), "job", leasehold.WithWait(patience))
 	if err != nil {
 		t.Fatal(err)
@@ -273,10 +273,10 @@ func (s *suite) mExpiry(t *testing.T) {
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
 	start := time.Now()
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
-	if d := time.Since(start); d > shortTTL+time.Second {
-		t.Errorf("lost after %v, want by about the TTL %v", d, shortTTL)
+	if d := time.Since(start); d > s.short+time.Second {
+		t.Errorf("lost after %v, want by about the TTL %v", d, s.short)
 	}
 	if len(m.Held()) != 0 {
 		t.Errorf("Held() = %v after loss", m.Held())
@@ -288,13 +288,13 @@ func (s *suite) mRenewImpossible(t *testing.T) {
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
 	start := time.Now()
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short))
 	p.f.FailRenew.Store(true)
 	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
 	// Fail closed: lost no later than TTL after the acquire was sent (the
 	// local deadline is earlier still, by the safety margin).
-	if d := time.Since(start); d > shortTTL+500*time.Millisecond {
-		t.Errorf("lost %v after acquire; the backend may have let someone in after %v", d, shortTTL)
+	if d := time.Since(start); d > s.short+500*time.Millisecond {
+		t.Errorf("lost %v after acquire; the backend may have let someone in after %v", d, s.short)
 	}
 	if n := p.f.Renews.Load(); n < 2 {
 		t.Errorf("%d renewal attempts, want retries until the deadline", n)
@@ -400,7 +400,7 @@ func (s *suite) mDoubleRelease(t *testing.T) {
 		t.Errorf("%d backend releases for three Release calls, want 1", n)
 	}
 	// After loss: nil, no backend call.
-	lost := mustAcquire(t, m, "other", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	lost := mustAcquire(t, m, "other", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	waitClosed(t, "loss", lost.Lost(), patience)
 	eventually(t, "the cleanup release after loss", func() bool { return p.f.Releases.Load()-before == 2 })
 	if err := lost.Release(ctxT(t)); err != nil {
@@ -428,7 +428,7 @@ func (s *suite) mFencing(t *testing.T) {
 		t.Fatalf("renew changed the token or failed: %d, %v", l.Token(), err)
 	}
 	_ = l.Release(ctxT(t))
-	l = mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	l = mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	check(l, "after release, same owner")
 	l = mustAcquire(t, m2, "job", leasehold.WithWait(patience))
 	check(l, "takeover after expiry")
@@ -531,7 +531,7 @@ func (s *suite) mTwoOwners(t *testing.T) {
 func (s *suite) mStaleOwner(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	old := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	old := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	cur := mustAcquire(t, m2, "job", leasehold.WithWait(patience))
 	ctx, key := ctxT(t), p.prefix+"job"
 	curAttempt := p.f.AttemptOf(key)
@@ -559,9 +559,9 @@ func (s *suite) mAutoRenew(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(1)
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short))
 	first := l.ExpiresAt()
-	time.Sleep(4 * shortTTL)
+	time.Sleep(4 * s.short)
 	if err := l.Err(); err != nil {
 		t.Fatalf("lost despite auto-renewal: %v", err)
 	}
@@ -673,7 +673,7 @@ func (s *suite) mDoLost(t *testing.T) {
 		p.f.FailRenew.Store(true)
 		<-ctx.Done()
 		return ctx.Err()
-	}, leasehold.WithTTL(shortTTL))
+	}, leasehold.WithTTL(s.short))
 	if !errors.Is(err, leasehold.ErrLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do = %v, want fn's error and ErrLost", err)
 	}
@@ -764,7 +764,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 	const n, stolen = 20, 5
 	var ls []*leasehold.Lease
 	for i := range n {
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*shortTTL)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*s.short)))
 	}
 	ctx := ctxT(t)
 	for _, l := range ls[:stolen] {
@@ -787,7 +787,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 			t.Errorf("event %+v, want ReasonRejected", ev)
 		}
 	}
-	time.Sleep(2 * shortTTL) // more renewal rounds for the rest
+	time.Sleep(2 * s.short) // more renewal rounds for the rest
 	for _, l := range ls[stolen:] {
 		if err := l.Err(); err != nil {
 			t.Errorf("%s lost with its batch: %v", l.Name(), err)
@@ -803,7 +803,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 func (s *suite) mBatchFailure(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
-	ttls := []time.Duration{shortTTL, 2 * shortTTL, 4 * shortTTL}
+	ttls := []time.Duration{s.short, 2 * s.short, 4 * s.short}
 	var ls []*leasehold.Lease
 	var starts []time.Time
 	for i, ttl := range ttls {
@@ -829,9 +829,9 @@ func (s *suite) mBatchStarvation(t *testing.T) {
 	m := p.manager(t, "o1", leasehold.WithRenewBatching(4, 5*time.Millisecond))
 	var ls []*leasehold.Lease
 	for i := range 100 {
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(3*shortTTL)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(3*s.short)))
 	}
-	time.Sleep(6 * shortTTL)
+	time.Sleep(6 * s.short)
 	lost := 0
 	for _, l := range ls {
 		if l.Err() != nil {
