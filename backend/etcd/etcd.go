@@ -153,7 +153,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			continue // cannot happen (the transaction is atomic); try again
+			return backend.Grant{}, fmt.Errorf("etcd: acquire %q: the transaction's read found no key after its compare did", r.Key)
 		}
 		h, err := b.decode(kvs[0])
 		if err != nil {
@@ -167,7 +167,6 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 				return backend.Grant{}, fmt.Errorf("etcd: acquire %q: %w", r.Key, err)
 			}
 			if !moved {
-				cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
 				continue // changed meanwhile: look again
 			}
 			used = true
@@ -178,7 +177,11 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 			return backend.Grant{}, fmt.Errorf("etcd: acquire %q: %w", r.Key, err)
 		}
 		if !live {
-			continue // expired just now; its key is being deleted: try again
+			// Expired just now; the leader is deleting its key: look again.
+			if err := settle(ctx); err != nil {
+				return backend.Grant{}, fmt.Errorf("etcd: acquire %q: %w", r.Key, err)
+			}
+			continue
 		}
 		return backend.Grant{
 			Holder: h.Owner, HolderToken: h.token,
@@ -205,8 +208,10 @@ func (b *Backend) move(ctx context.Context, k string, h holding, val string, lea
 	return resp.Succeeded, nil
 }
 
-// remaining asks the cluster how long lease has left. etcd answers in whole
-// seconds, rounded up; live is false when the lease is gone.
+// remaining asks the cluster how long lease has left, at most. etcd answers
+// in whole seconds rounded down (0 while less than a second is left; -1 or
+// ErrLeaseNotFound when the lease is gone), so the bound is one second more.
+// live is false when the lease is gone.
 func (b *Backend) remaining(ctx context.Context, lease clientv3.LeaseID) (left time.Duration, live bool, err error) {
 	resp, err := b.cli.TimeToLive(ctx, lease)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -215,10 +220,23 @@ func (b *Backend) remaining(ctx context.Context, lease clientv3.LeaseID) (left t
 	if err != nil {
 		return 0, false, fmt.Errorf("lease time to live: %w", err)
 	}
-	if resp.TTL <= 0 {
+	if resp.TTL < 0 {
 		return 0, false, nil
 	}
-	return time.Duration(resp.TTL) * time.Second, true, nil
+	return time.Duration(resp.TTL+1) * time.Second, true, nil
+}
+
+// settle waits a moment before an acquire looks at a key again (its lease
+// has just ended and the leader is deleting it), so that it never spins.
+func settle(ctx context.Context) error {
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // revokeDetached revokes lease even when ctx has ended (clean-up after a
