@@ -62,7 +62,7 @@ func eventually(t *testing.T, what string, within time.Duration, cond func() boo
 }
 
 // waiters starts, for each lease, an Acquire of its name by m that waits
-// forever, and checks when it is granted that the lease it replaces had
+// forever (and starts again after a backend fault), and checks when it is granted that the lease it replaces had
 // already ended (no two holders at once) and that the token went up. The
 // returned channel gets the name of each lease so taken over.
 func waiters(t *testing.T, m *leasehold.Manager, ls []*leasehold.Lease, ttl time.Duration) <-chan string {
@@ -73,12 +73,25 @@ func waiters(t *testing.T, m *leasehold.Manager, ls []*leasehold.Lease, ttl time
 	for _, old := range ls {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			l, err := m.Acquire(ctx, old.Name(), leasehold.WithWait(leasehold.WaitForever), leasehold.WithTTL(ttl))
-			if err != nil {
-				if ctx.Err() == nil {
-					t.Errorf("waiter on %s: %v", old.Name(), err)
+			var l *leasehold.Lease
+			for {
+				var err error
+				l, err = m.Acquire(ctx, old.Name(), leasehold.WithWait(leasehold.WaitForever), leasehold.WithTTL(ttl))
+				if err == nil {
+					break
 				}
-				return
+				if ctx.Err() != nil {
+					return
+				}
+				// A backend fault (a call that outlived a leader change, a
+				// grant that came after its local deadline): campaign again,
+				// as an application would.
+				t.Logf("waiter on %s: %v; again", old.Name(), err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
 			select {
 			case <-old.Lost():
