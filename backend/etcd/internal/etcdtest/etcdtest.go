@@ -60,16 +60,16 @@ type Cluster struct {
 
 // Member is one etcd process of a Cluster.
 type Member struct {
-	Name       string
-	ClientURL  string
-	PeerURL    string
-	dir        string
-	args       []string
-	log        *lockedBuffer
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	stopped    bool // SIGSTOPped
+	Name      string
+	ClientURL string
+	PeerURL   string
+	dir       string
+	args      []string
+	log       *lockedBuffer
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	stopped   bool // SIGSTOPped
 }
 
 // Start starts a cluster of n members and waits until it has a leader. It is
