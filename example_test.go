@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend/memory"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 func ExampleManager_Acquire() {
@@ -114,4 +117,47 @@ func ExampleManager_Inspect() {
 	// Output:
 	// true worker-1 1 host=a
 	// false
+}
+
+func ExampleWithMeterProvider() {
+	// In an application: the OpenTelemetry SDK with the exporter of your
+	// choice (examples/metrics serves them to Prometheus). Here, a reader
+	// the example can look into.
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	m, err := leasehold.New(memory.New(), leasehold.WithMeterProvider(provider))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	defer m.Close(ctx)
+	if _, err := m.Acquire(ctx, "job"); err != nil {
+		panic(err)
+	}
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(ctx, &rm)
+	for _, sm := range rm.ScopeMetrics {
+		for _, metric := range sm.Metrics {
+			if sum, ok := metric.Data.(metricdata.Sum[int64]); ok && metric.Name == "leasehold.leases.held" {
+				fmt.Println(metric.Name, sum.DataPoints[0].Value)
+			}
+		}
+	}
+	// Output: leasehold.leases.held 1
+}
+
+func ExampleManager_HealthCheck() {
+	m, err := leasehold.New(memory.New())
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close(context.Background())
+	mux := http.NewServeMux() // your server's
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := m.HealthCheck(); err != nil { // names each late lease and the backend's last failure
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+	fmt.Println(m.HealthCheck())
+	// Output: <nil>
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/actors"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/messages"
+	"go.opentelemetry.io/otel"
 )
 
 // Manager holds any number of named leases on one backend, as one owner. It is
@@ -65,6 +66,13 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	if c.owner == "" {
 		c.owner = defaultOwner()
 	}
+	if c.meters == nil {
+		c.meters = otel.GetMeterProvider()
+	}
+	metrics, err := actors.NewMetrics(c.meters)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: metrics: %w", err)
+	}
 	m := &Manager{
 		b: b, owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
 		system: c.system, held: actors.NewHeldSet(), closeDone: make(chan struct{}),
@@ -82,7 +90,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 		)
 	}
 	m.cfg = &actors.Config{
-		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held,
+		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held, Metrics: metrics,
 		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay,
 	}
 	m.engine = actors.Start(m.system.Root, m.cfg)
@@ -113,7 +121,26 @@ func (m *Manager) Provider() backend.Info { return m.b.Info() }
 // bad input (before any backend call), ErrClosed after Close, and a wrapped
 // backend error when the backend fails. The lease is auto-renewed unless
 // WithoutAutoRenew is given.
-func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (l *Lease, err error) {
+	start := time.Now()
+	defer func() { m.cfg.Metrics.Acquired(ctx, time.Since(start), acquireOutcome(err)) }()
+	return m.acquire(ctx, name, opts...)
+}
+
+// acquireOutcome names err for the acquire.duration metric.
+func acquireOutcome(err error) string {
+	switch {
+	case err == nil:
+		return actors.OutcomeAcquired
+	case errors.Is(err, ErrNotAcquired):
+		return actors.OutcomeNotAcquired
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return actors.OutcomeCanceled
+	}
+	return actors.OutcomeError
+}
+
+func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}

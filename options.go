@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Option configures a Manager.
@@ -20,6 +21,7 @@ type managerConfig struct {
 	system     *actor.ActorSystem
 	batchSize  int
 	batchDelay time.Duration
+	meters     metric.MeterProvider
 	err        error
 }
 

@@ -132,7 +132,7 @@ func (a *backendActor) onShutdown(m *messages.Shutdown) {
 func (a *backendActor) run(replyTo *actor.PID, req any) {
 	calls := a.calls
 	a.exec(func() {
-		res := perform(a.cfg.Backend, calls, false, req)
+		res := perform(a.cfg, calls, false, req)
 		if replyTo != nil {
 			a.root.Send(replyTo, res)
 		}
@@ -178,7 +178,8 @@ func (a *backendActor) exec(fn func()) {
 // Calls are bounded by base (the backend actor's calls context) as well as by
 // the requester's context or deadline; immediate backends return at once, so
 // their calls skip that bookkeeping.
-func perform(b backend.Backend, base context.Context, immediate bool, req any) (result any) {
+func perform(cfg *Config, base context.Context, immediate bool, req any) (result any) {
+	b := cfg.Backend
 	// A panicking backend is a bug, but not one that may take the process
 	// down or leave a lease actor without an answer: it becomes a failed call
 	// (an acquire is then cleaned up with a release, a renewal retried).
@@ -191,7 +192,9 @@ func perform(b backend.Backend, base context.Context, immediate bool, req any) (
 	case *messages.BackendAcquire:
 		ctx, done := bound(base, m.Ctx, immediate)
 		defer done()
+		start := time.Now()
 		g, err := b.Acquire(ctx, m.Req)
+		cfg.observe(opAcquire, start, err, m.Ctx)
 		return &messages.AcquireResult{Seq: m.Seq, Grant: g, Err: err}
 	case *messages.BackendRenew:
 		ctx, done := base, context.CancelFunc(func() {})
@@ -199,7 +202,9 @@ func perform(b backend.Backend, base context.Context, immediate bool, req any) (
 			ctx, done = context.WithDeadline(base, m.Deadline)
 		}
 		defer done()
+		start := time.Now()
 		g, err := b.Renew(ctx, m.Req)
+		cfg.observe(opRenew, start, err, nil)
 		return &messages.RenewResult{Seq: m.Seq, Grant: g, Err: err}
 	case *messages.BackendRelease:
 		ctx, done := base, context.CancelFunc(func() {})
@@ -207,7 +212,9 @@ func perform(b backend.Backend, base context.Context, immediate bool, req any) (
 			ctx, done = context.WithTimeout(base, releaseTimeout)
 		}
 		defer done()
+		start := time.Now()
 		err := b.Release(ctx, m.Req)
+		cfg.observe(opRelease, start, err, nil)
 		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
 	}
 	panic("leasehold: not a backend request")

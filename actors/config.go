@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -26,6 +28,9 @@ type Config struct {
 	RenewBatchSize  int
 	RenewBatchDelay time.Duration
 
+	// Metrics records what the engine does (nil: nothing).
+	Metrics *Metrics
+
 	// Closing is set by Manager.Close before anything else: a lease actor
 	// stopped before it handled Shutdown (Close's context had ended) ends
 	// its holding as released, not lost.
@@ -40,6 +45,38 @@ type Config struct {
 	// number per attempt).
 	instance string
 	attempts atomic.Uint64
+
+	// lastFailure is the backend's last failed call, cleared by the next
+	// call it answers (for Manager.HealthCheck).
+	lastFailure atomic.Pointer[CallFailure]
+}
+
+// CallFailure is a backend call that got no answer.
+type CallFailure struct {
+	Op  string
+	At  time.Time
+	Err error
+}
+
+// LastFailure is the backend's last failed call, unless a later call was
+// answered.
+func (c *Config) LastFailure() *CallFailure { return c.lastFailure.Load() }
+
+// observe records a backend call that started at start and ended with err.
+// A refusal (busy, ErrNotHeld) or a rejected request is an answer; an end of
+// the caller's own context (callerCtx) is nobody's fault.
+func (c *Config) observe(op string, start time.Time, err error, callerCtx context.Context) {
+	c.Metrics.called(op, time.Since(start), err)
+	switch {
+	case err == nil, errors.Is(err, backend.ErrNotHeld), errors.Is(err, backend.ErrInvalidRequest):
+		if c.lastFailure.Load() != nil {
+			c.lastFailure.Store(nil)
+		}
+	case callerCtx != nil && callerCtx.Err() != nil:
+	case c.Closing.Load():
+	default:
+		c.lastFailure.Store(&CallFailure{Op: op, At: time.Now(), Err: err})
+	}
 }
 
 // newAttempt returns a new acquire attempt identity ("<instance>.<n>").

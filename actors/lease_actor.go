@@ -140,7 +140,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 // call and queues its result).
 func (a *leaseActor) toBackend(ctx actor.Context, req any) {
 	if a.immediate {
-		a.inbox = append(a.inbox, perform(a.cfg.Backend, context.Background(), true, req))
+		a.inbox = append(a.inbox, perform(a.cfg, context.Background(), true, req))
 		return
 	}
 	ctx.Send(a.backend, req)
@@ -407,9 +407,11 @@ func acquireError(m *messages.Acquire, err error) error {
 // hold turns a claimed grant into the current holding and hands it over.
 func (a *leaseActor) hold(ctx actor.Context, m *messages.Acquire, attempt string, g backend.Grant) {
 	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
+	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acqSent, m.TTL)}
 	h.SetDeadline(a.cur.deadline)
 	a.cfg.Held.add(h)
+	a.cfg.Metrics.heldDelta(1)
 	if a.cur.auto {
 		a.cur.nextRenew = time.Now().Add(spread(a.cur.renewEvery))
 	}
@@ -519,6 +521,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.RenewResult) {
 		return // the holding ended meanwhile
 	}
 	c.renewing = false
+	a.cfg.Metrics.renewed(r.Err == nil)
 	replies := c.renewReplies
 	c.renewReplies = nil
 	switch {
@@ -600,6 +603,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 		return err // its caller released it first: a release is not a loss
 	}
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
+	a.cfg.Metrics.lost(reason)
 	ctx.Send(a.hub, &messages.Publish{Event: messages.Lost{
 		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
 	}})
@@ -613,6 +617,7 @@ func (a *leaseActor) end(err error, lost bool) {
 	a.holdT.stop()
 	c.h.End(err, lost)
 	a.cfg.Held.remove(c.h)
+	a.cfg.Metrics.heldDelta(-1)
 	sendAll(c.renewReplies, err)
 	for _, m := range c.queued {
 		m.Reply <- err

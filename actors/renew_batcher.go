@@ -79,7 +79,7 @@ func (a *backendActor) flush(batch []*messages.BackendRenew) {
 	calls := a.calls
 	a.exec(func() {
 		if len(batch) == 1 { // a lone renewal needs no batch
-			a.root.Send(batch[0].ReplyTo, perform(a.cfg.Backend, calls, false, batch[0]))
+			a.root.Send(batch[0].ReplyTo, perform(a.cfg, calls, false, batch[0]))
 			return
 		}
 		deadline := batch[0].Deadline
@@ -91,8 +91,10 @@ func (a *backendActor) flush(batch []*messages.BackendRenew) {
 			}
 		}
 		ctx, cancel := context.WithDeadline(calls, deadline)
+		start := time.Now()
 		results, err := renewBatch(ctx, a.batch.b, reqs)
 		cancel()
+		a.cfg.observe(opRenewBatch, start, err, nil)
 		if err == nil && len(results) != len(batch) {
 			err = fmt.Errorf("leasehold: backend answered %d renewals for a batch of %d", len(results), len(batch))
 		}

@@ -98,3 +98,8 @@ func jitter(d time.Duration) time.Duration {
 func releaseRetryDelay(tries int) time.Duration {
 	return jitter(min(50*time.Millisecond<<min(tries, 10), 5*time.Second))
 }
+
+// HealthSlack is how late a renewal may be confirmed before Manager.HealthCheck
+// reports it: the renew period plus this (the batching wait, the spread and a
+// round trip fit in it).
+func HealthSlack(ttl time.Duration) time.Duration { return safetyMargin(ttl) }

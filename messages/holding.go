@@ -19,6 +19,11 @@ type Holding struct {
 	Token    uint64
 	Metadata string
 
+	// How it is kept alive, fixed at the grant (for Manager.HealthCheck).
+	TTL        time.Duration
+	AutoRenew  bool
+	RenewEvery time.Duration
+
 	// The context and the Lost channel are made on first use: many
 	// holdings are never asked for them, and they are a large part of a
 	// holding's memory.
@@ -29,6 +34,7 @@ type Holding struct {
 	isLost    bool
 	expiresAt time.Time
 	deadline  time.Time // local, monotonic: past it the holding counts as lost
+	confirmed time.Time // local: when the last acquire or renewal was confirmed
 	err       error
 	handle    any
 }
@@ -115,9 +121,17 @@ func (h *Holding) Err() error {
 // SetDeadline records the local deadline of the last confirmed acquire or
 // renewal.
 func (h *Holding) SetDeadline(t time.Time) {
+	now := time.Now()
 	h.mu.Lock()
-	h.deadline = t
+	h.deadline, h.confirmed = t, now
 	h.mu.Unlock()
+}
+
+// Confirmed is when the last acquire or renewal was confirmed (local clock).
+func (h *Holding) Confirmed() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.confirmed
 }
 
 // checkDeadlineLocked ends the holding as lost when its local deadline has

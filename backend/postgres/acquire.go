@@ -10,12 +10,16 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Acquire grants r.Key to r.Owner when it is free, expired or already held
-// by r.Owner (then the row is refreshed and keeps its token). When another
-// owner holds it, the Grant reports that holder and its expiry with a nil
-// error. The request is validated first (errors wrap
-// backend.ErrInvalidRequest; nothing is sent then). Faults are retried as a
-// whole transaction (see WithRetry) and returned wrapped.
+// Acquire grants r.Key to the attempt r.Attempt (of r.Owner) when it is free
+// or expired, with a new token; when the live row is this attempt's own (a
+// retry), it is refreshed and keeps its token. Any other live holding, one of
+// the same owner included, makes the Grant report that holding (owner, token,
+// expiry and the time it has left, measured by the server) with a nil error.
+// The request is validated first (errors wrap backend.ErrInvalidRequest;
+// nothing is sent then). Faults are retried as a whole transaction (see
+// WithRetry): a retry is the same attempt, so a grant whose answer was lost
+// is found again, not refused. Errors are returned wrapped. The grant is
+// committed synchronously whatever the server's synchronous_commit.
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -34,28 +38,30 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 }
 
 // acquireOnce sends the whole transaction in one round trip (a pipeline):
-// BEGIN, the per-name advisory lock, the upsert, COMMIT.
+// BEGIN, the per-name advisory lock (which also sets synchronous commit for
+// this transaction), the upsert, COMMIT.
 func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(b.q.lock, b.lockKey(r.Key))
-	batch.Queue(b.q.acquire, r.Key, r.Owner, r.TTL.Microseconds(), r.Metadata, b.q.seq)
+	batch.Queue(b.q.acquire, r.Key, r.Owner, r.Attempt, r.TTL.Microseconds(), r.Metadata, b.q.seq)
 	batch.Queue("COMMIT")
 	res := b.pool.SendBatch(ctx, batch)
 
 	var (
-		g       backend.Grant
-		found   bool
-		token   int64
-		expires time.Time
-		holder  string
+		g         backend.Grant
+		found     bool
+		token     int64
+		expires   time.Time
+		holder    string
+		remaining int64 // microseconds the holder has left, by the server's clock
 	)
 	_, err := res.Exec()
 	if err == nil {
 		_, err = res.Exec()
 	}
 	if err == nil {
-		err = res.QueryRow().Scan(&g.Acquired, &token, &expires, &holder)
+		err = res.QueryRow().Scan(&g.Acquired, &token, &expires, &holder, &remaining)
 		found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
@@ -78,7 +84,8 @@ func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (ba
 	case g.Acquired:
 		g.Token, g.ExpiresAt = uint64(token), expires
 	default:
-		g.Holder, g.HolderExpiresAt = holder, expires
+		g.Holder, g.HolderToken, g.HolderExpiresAt = holder, uint64(token), expires
+		g.HolderExpiresIn = time.Duration(remaining) * time.Microsecond
 	}
 	return g, nil
 }

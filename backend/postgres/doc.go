@@ -2,19 +2,39 @@
 // github.com/jackc/pgx/v5.
 //
 // It keeps the row design of the SQL Server backend: one row per lease name in
-// a table (default lease.leases) holding the owner, the fencing token, the
-// acquire/renew/expiry times and metadata. Expiry is decided by the server's
-// clock_timestamp(); the client clock is never consulted.
+// a table (default lease.leases) holding the owner, the attempt that made the
+// holding, the fencing token, the acquire/renew/expiry times and metadata.
+// Expiry is decided by the server's clock_timestamp(); the client clock is
+// never consulted.
 //
 // Acquire runs in one transaction, sent in one round trip: a per-name
 // transaction advisory lock, then a single INSERT ... ON CONFLICT DO UPDATE
 // that reads the clock once and inserts, takes over an expired row, refreshes
-// the caller's own live row, or reports the holder. The fencing token is drawn
-// from a sequence (CACHE 1) only after the lock, so grants of one name are
-// serialised and their tokens strictly increase. Renew and Release are single
-// statements filtered by name, owner and token; Release sends a NOTIFY that
+// the live row of the same attempt (a retry), or reports the holding in the
+// way with the time it has left. The fencing token is drawn from a sequence
+// (CACHE 1) only after the lock, so grants of one name are serialised and
+// their tokens strictly increase. Renew is a single statement filtered by
+// name, owner, attempt and token; Release is one transaction with the same
+// filter (token 0: any token of that attempt) and sends a NOTIFY that
 // WatchReleases (one LISTEN connection) delivers, so waiters wake at once.
+//
+// Acquire, Renew, RenewBatch and Release commit synchronously whatever the
+// server's synchronous_commit (set per transaction, inside a statement that
+// is sent anyway): with asynchronous commit a crash could lose an
+// acknowledged grant and the sequence's advance, and the next grant would
+// repeat a token.
 //
 // Create the table with EnsureSchema at start-up, or run the DDL of
 // CreateScript out of band. PostgreSQL 12 or newer is required.
+//
+// # Upgrading from the version without attempts
+//
+// EnsureSchema (or CreateScript's two ALTER TABLE statements) adds the
+// attempt column to a table of the previous version. Rows already there get
+// an empty attempt, which no request can name: they are never refreshed,
+// renewed or released by this version, and end by their expiry. After the upgrade,
+// acquires of a process still running the previous version fail (attempt is
+// NOT NULL) while its existing leases can still be renewed and released. Do
+// not run both versions on one table: stop the old processes first (an old
+// release with token 0 could still delete a holding of the same owner name).
 package postgres

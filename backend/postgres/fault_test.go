@@ -11,18 +11,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leasehold/leasehold/backend"
 )
 
 // Every server process of the backend's pool is terminated again and again
 // while owners acquire, verify, renew and release one hot name and their own
-// names. Operations ride through on retries, and the hot name is never held
-// by two owners at once: whoever is granted it finds its own owner and token
-// in the row (read through an unaffected connection) until it releases.
+// names. Operations ride through on retries (a retried acquire is the same
+// attempt: a grant whose answer was lost is found again), and the hot name is
+// never held by two holdings at once: whoever is granted it finds its own
+// owner, attempt and token in the row (read through an unaffected
+// connection) until it releases.
+//
+// Nothing depends on how fast either side runs: the killer ends server
+// processes a fixed number of times while the owners keep working, and the
+// owners keep going until it is done. A kill leaves at most 4 dead
+// connections (the pool's size), and a dead connection fails one try before
+// the pool drops it: all operations together see at most 20 failed tries, so
+// none can use up its 40, however the kills and the operations interleave.
 func TestTerminateBackendsMidOperation(t *testing.T) {
 	e := newEnv(t)
 	var logBuf bytes.Buffer
 	var logMu sync.Mutex
+	e.pool = newPool(t, e.appName, func(c *pgxpool.Config) { c.MaxConns = 4 })
 	b := e.backend(t, WithRetry(40, 2*time.Millisecond, 50*time.Millisecond),
 		WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	ctx := ctxT(t)
@@ -34,23 +45,36 @@ func TestTerminateBackendsMidOperation(t *testing.T) {
 		}
 	}()
 
-	stop := make(chan struct{})
-	var terminated atomic.Int64
-	var killer sync.WaitGroup
+	const kills = 5 // rounds that end at least one server process
+	var (
+		stop       = make(chan struct{})
+		enough     = make(chan struct{}) // closed when the killer is done
+		terminated atomic.Int64
+		killer     sync.WaitGroup
+	)
 	killer.Go(func() {
+		defer close(enough)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for done := 0; done < kills; {
 			select {
-			case <-stop:
+			case <-stop: // every owner gave up
 				return
 			case <-tick.C:
-				terminated.Add(int64(e.terminate(t)))
+			}
+			n, err := e.kill(ctx)
+			if err != nil {
+				t.Errorf("terminate: %v", err)
+				return
+			}
+			terminated.Add(int64(n))
+			if n > 0 {
+				done++
 			}
 		}
 	})
 
-	const owners, rounds = 6, 10
+	const owners, minRounds = 6, 10
 	var (
 		wg        sync.WaitGroup
 		grants    atomic.Int64
@@ -60,44 +84,53 @@ func TestTerminateBackendsMidOperation(t *testing.T) {
 	for i := range owners {
 		owner := fmt.Sprintf("owner-%d", i)
 		wg.Go(func() {
-			for r := range rounds {
-				own := fmt.Sprintf("own-%d-%d", i, r)
-				g, err := b.Acquire(ctx, backend.AcquireRequest{Key: own, Owner: owner, TTL: 10 * time.Second})
-				if err != nil || !g.Acquired {
-					t.Errorf("%s: Acquire(%s) = %+v, %v", owner, own, g, err)
+			for r := 0; ; r++ {
+				if r >= minRounds {
+					select {
+					case <-enough:
+						return
+					default:
+					}
+				}
+				own := held{key: fmt.Sprintf("own-%d-%d", i, r), owner: owner, attempt: newAttempt()}
+				var err error
+				own.Grant, err = b.Acquire(ctx, backend.AcquireRequest{Key: own.key, Owner: owner, Attempt: own.attempt, TTL: live})
+				if err != nil || !own.Acquired {
+					t.Errorf("%s: Acquire(%s) = %+v, %v", owner, own.key, own.Grant, err)
 					return
 				}
-				if _, err := b.Renew(ctx, backend.RenewRequest{Key: own, Owner: owner, Token: g.Token, TTL: 10 * time.Second}); err != nil {
-					t.Errorf("%s: Renew(%s) = %v", owner, own, err)
+				if _, err := b.Renew(ctx, own.renewReq(live)); err != nil {
+					t.Errorf("%s: Renew(%s) = %v", owner, own.key, err)
 					return
 				}
-				if err := b.Release(ctx, backend.ReleaseRequest{Key: own, Owner: owner, Token: g.Token}); err != nil {
-					t.Errorf("%s: Release(%s) = %v", owner, own, err)
+				if err := b.Release(ctx, own.releaseReq()); err != nil {
+					t.Errorf("%s: Release(%s) = %v", owner, own.key, err)
 					return
 				}
 
-				g, err = b.Acquire(ctx, backend.AcquireRequest{Key: "hot", Owner: owner, TTL: 10 * time.Second})
+				hot := held{key: "hot", owner: owner, attempt: newAttempt()}
+				hot.Grant, err = b.Acquire(ctx, backend.AcquireRequest{Key: "hot", Owner: owner, Attempt: hot.attempt, TTL: live})
 				if err != nil {
 					t.Errorf("%s: Acquire(hot) = %v", owner, err)
 					return
 				}
-				if !g.Acquired {
+				if !hot.Acquired {
 					continue
 				}
 				grants.Add(1)
 				mu.Lock()
-				if prev, ok := tokenUser[g.Token]; ok && prev != owner {
-					t.Errorf("token %d granted to %s and %s", g.Token, prev, owner)
+				if prev, ok := tokenUser[hot.Token]; ok && prev != owner {
+					t.Errorf("token %d granted to %s and %s", hot.Token, prev, owner)
 				}
-				tokenUser[g.Token] = owner
+				tokenUser[hot.Token] = owner
 				mu.Unlock()
-				var rowOwner string
+				var rowOwner, rowAttempt string
 				var rowToken int64
-				if err := e.admin.QueryRow(ctx, "SELECT owner_instance_id, fencing_token FROM "+b.names.table+" WHERE lease_name = 'hot'").
-					Scan(&rowOwner, &rowToken); err != nil || rowOwner != owner || uint64(rowToken) != g.Token {
-					t.Errorf("%s holds hot with token %d but the row says %s/%d (%v)", owner, g.Token, rowOwner, rowToken, err)
+				if err := e.admin.QueryRow(ctx, "SELECT owner_instance_id, attempt, fencing_token FROM "+b.names.table+" WHERE lease_name = 'hot'").
+					Scan(&rowOwner, &rowAttempt, &rowToken); err != nil || rowOwner != owner || rowAttempt != hot.attempt || uint64(rowToken) != hot.Token {
+					t.Errorf("%s/%s holds hot with token %d but the row says %s/%s/%d (%v)", owner, hot.attempt, hot.Token, rowOwner, rowAttempt, rowToken, err)
 				}
-				if err := b.Release(ctx, backend.ReleaseRequest{Key: "hot", Owner: owner, Token: g.Token}); err != nil {
+				if err := b.Release(ctx, hot.releaseReq()); err != nil {
 					t.Errorf("%s: Release(hot) = %v", owner, err)
 					return
 				}
@@ -107,11 +140,11 @@ func TestTerminateBackendsMidOperation(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	killer.Wait()
-	if terminated.Load() == 0 {
-		t.Fatal("no server process was terminated: the test proved nothing")
-	}
 	if grants.Load() == 0 {
 		t.Fatal("nobody was ever granted the hot name")
+	}
+	if terminated.Load() < kills {
+		t.Fatalf("only %d server processes terminated", terminated.Load())
 	}
 	t.Logf("%d server processes terminated; hot name granted %d times", terminated.Load(), grants.Load())
 }
@@ -119,64 +152,66 @@ func TestTerminateBackendsMidOperation(t *testing.T) {
 // Every connection is lost while a lease is held: the row survives, the
 // holder's renewal rides through and keeps its token, nobody else is granted
 // the name while it is live, and after the holder stops renewing the name
-// goes to the next owner, by its TTL, with a greater token.
+// goes to the next owner, by its TTL (on the server's clock), with a greater
+// token.
 func TestHolderSurvivesConnectionLossThenExpires(t *testing.T) {
 	e := newEnv(t)
 	b := e.backend(t)
 	ctx := ctxT(t)
-	const ttl = 500 * time.Millisecond
-	g := mustAcquire(t, b, "k", "a", ttl)
+	g := mustAcquire(t, b, "k", "a", live)
 	if e.terminate(t) == 0 {
 		t.Fatal("no connection terminated")
 	}
-	r, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Token: g.Token, TTL: ttl})
+	r, err := b.Renew(ctx, g.renewReq(live))
 	if err != nil || r.Token != g.Token {
 		t.Fatalf("Renew after connection loss = %+v, %v", r, err)
 	}
 	e.terminate(t)
-	busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "b", TTL: ttl})
-	if err != nil || busy.Acquired || busy.Holder != "a" {
-		t.Fatalf("Acquire by b while a is live = %+v, %v", busy, err)
+	if busy := acquireAs(t, b, "k", "b", newAttempt(), live); busy.Acquired || busy.Holder != "a" || busy.HolderToken != g.Token {
+		t.Fatalf("Acquire by b while a is live = %+v", busy.Grant)
 	}
-	// a stops renewing: b polls until a's TTL has passed.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g2, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "b", TTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g2.Acquired {
-			if now := time.Now(); now.Before(r.ExpiresAt.Add(-50 * time.Millisecond)) {
-				t.Fatalf("b granted at %v, before a's expiry %v", now, r.ExpiresAt)
-			}
-			if g2.Token <= g.Token {
-				t.Fatalf("takeover token %d not above %d", g2.Token, g.Token)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b never got k after a's expiry %v", r.ExpiresAt)
-		}
-		time.Sleep(time.Until(g2.HolderExpiresAt) + time.Millisecond) // the holder's expiry is the signal
+	// a's last renewal is a short one, then it stops: b polls, sleeping for
+	// the time the server says a has left, until a's TTL has passed.
+	last, err := b.Renew(ctx, g.renewReq(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Token: g.Token, TTL: ttl}); !errors.Is(err, backend.ErrNotHeld) {
+	var g2 held
+	err = pollServer(ctx, "b to get k after a's expiry", func() (bool, error) {
+		g2 = acquireAs(t, b, "k", "b", newAttempt(), time.Minute)
+		if !g2.Acquired {
+			time.Sleep(g2.HolderExpiresIn + time.Millisecond)
+		}
+		return g2.Acquired, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grantedAt := g2.ExpiresAt.Add(-time.Minute); grantedAt.Before(last.ExpiresAt) {
+		t.Fatalf("b granted at %v (server clock), before a's expiry %v", grantedAt, last.ExpiresAt)
+	}
+	if g2.Token <= g.Token {
+		t.Fatalf("takeover token %d not above %d", g2.Token, g.Token)
+	}
+	if _, err := b.Renew(ctx, g.renewReq(live)); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("a's renewal after takeover = %v, want ErrNotHeld", err)
 	}
 }
 
-// A cancelled context is never retried. An acquire whose deadline passes
-// while it waits in the server (here on the name's advisory lock) may still
-// be queued there when its caller gives up (pgx cancels it asynchronously);
-// the Token 0 release that the engine sends after such an ambiguous acquire
-// queues behind it, so no unowned lease is left behind and no transaction
-// stays open.
+// A cancelled context is never retried. An acquire whose caller gives up while
+// it waits in the server (here on the name's advisory lock) may still be
+// queued there (pgx cancels it asynchronously) and commit later; the Token 0
+// release of the same attempt that the engine sends after such an ambiguous
+// acquire queues behind it, so no unowned lease is left behind and no
+// transaction stays open. The test waits for the acquire to be queued before
+// giving up, so the order is the one that matters, whatever the load.
 func TestAbandonedAcquireIsCleanedUp(t *testing.T) {
 	e := newEnv(t)
 	b := e.backend(t)
 	ctx := ctxT(t)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := b.Acquire(cancelled, backend.AcquireRequest{Key: "k", Owner: "a", TTL: time.Minute}); !errors.Is(err, context.Canceled) {
+	if _, err := b.Acquire(cancelled, backend.AcquireRequest{Key: "k", Owner: "a", Attempt: newAttempt(), TTL: live}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire with cancelled ctx = %v", err)
 	}
 
@@ -188,19 +223,25 @@ func TestAbandonedAcquireIsCleanedUp(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", b.lockKey("k")); err != nil {
 		t.Fatal(err)
 	}
-	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel2()
-	start := time.Now()
-	if _, err = b.Acquire(short, backend.AcquireRequest{Key: "k", Owner: "a", TTL: time.Minute}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Acquire past its deadline = %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("Acquire took %v past a 100ms deadline", d)
+	attempt := newAttempt()
+	actx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(actx, backend.AcquireRequest{Key: "k", Owner: "a", Attempt: attempt, TTL: live})
+		acquired <- err
+	}()
+	waitForLockWaiters(t, e, 1) // the acquire waits on the lock in the server
+	giveUp()
+	// It returns while the lock is still held: it did not wait for it.
+	if err := await(t, acquired, "the abandoned acquire to return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned Acquire = %v, want context.Canceled", err)
 	}
 	released := make(chan error, 1)
-	go func() { released <- b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a"}) }()
-	// Let the release queue up (behind the abandoned acquire if that is
-	// still there), then free both.
+	go func() { released <- b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a", Attempt: attempt}) }()
+	// Free the lock once something waits on it (the abandoned acquire if it
+	// is still there, or the release); in either order the release runs
+	// after the acquire.
 	waitForLockWaiters(t, e, 1)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -208,14 +249,15 @@ func TestAbandonedAcquireIsCleanedUp(t *testing.T) {
 	if err := await(t, released, "cleanup release"); err != nil {
 		t.Fatal(err)
 	}
-	g := mustAcquire(t, b, "k", "b", time.Minute)
-	if g.Token == 0 {
-		t.Fatal("token 0")
-	}
-	var open int
-	if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, e.appName).Scan(&open); err != nil || open != 0 {
-		t.Fatalf("%d connections left in a transaction (%v)", open, err)
+	mustAcquire(t, b, "k", "b", live)
+	err = pollServer(ctx, "no connection left in a transaction", func() (bool, error) {
+		var open int
+		err := e.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, e.appName).Scan(&open)
+		return open == 0, err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -223,21 +265,15 @@ func TestAbandonedAcquireIsCleanedUp(t *testing.T) {
 // wait on an advisory lock: the server state is the only signal there is.
 func waitForLockWaiters(t *testing.T, e *testEnv, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err := pollServer(context.Background(), fmt.Sprintf("%d lock waiters", n), func() (bool, error) {
 		var waiting int
-		if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l
+		err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l
 			JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`, e.appName).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d lock waiters appeared", waiting, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+			WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`, e.appName).Scan(&waiting)
+		return waiting >= n, err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -249,16 +285,16 @@ func TestUnreachableServerIsAFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	if g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second}); err == nil || g.Acquired {
+	if g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", Attempt: "t1", TTL: time.Second}); err == nil || g.Acquired {
 		t.Errorf("Acquire = %+v, %v; want a fault", g, err)
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Token: 1, TTL: time.Second}); err == nil || errors.Is(err, backend.ErrNotHeld) {
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "a", Attempt: "t1", Token: 1, TTL: time.Second}); err == nil || errors.Is(err, backend.ErrNotHeld) {
 		t.Errorf("Renew = %v; want a fault, not ErrNotHeld", err)
 	}
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a"}); err == nil {
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a", Attempt: "t1"}); err == nil {
 		t.Error("Release succeeded against an unreachable server")
 	}
-	if res, err := b.RenewBatch(ctx, []backend.RenewRequest{{Key: "k", Owner: "a", Token: 1, TTL: time.Second}}); err == nil || res != nil {
+	if res, err := b.RenewBatch(ctx, []backend.RenewRequest{{Key: "k", Owner: "a", Attempt: "t1", Token: 1, TTL: time.Second}}); err == nil || res != nil {
 		t.Errorf("RenewBatch = %v, %v; want no results and a fault", res, err)
 	}
 }

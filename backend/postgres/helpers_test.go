@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -106,17 +107,55 @@ func (e *testEnv) backend(t testing.TB, opts ...Option) *Backend {
 }
 
 // terminate ends every server process of the backend's pool (and only those)
-// and reports how many it ended.
+// and reports how many it ended. It returns once they are gone: a test that
+// goes on never races with a process that is still shutting down.
 func (e *testEnv) terminate(t testing.TB) int {
 	t.Helper()
-	var n int
-	err := e.admin.QueryRow(context.Background(),
-		`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		 WHERE application_name = $1 AND pid <> pg_backend_pid()) x`, e.appName).Scan(&n)
+	n, err := e.kill(context.Background())
 	if err != nil {
 		t.Fatalf("terminate backends: %v", err)
 	}
 	return n
+}
+
+// kill is terminate for goroutines other than the test's: it reports
+// failures instead of ending the test.
+func (e *testEnv) kill(ctx context.Context) (int, error) {
+	var pids []int32
+	// MATERIALIZED: the filter is applied before anything is terminated.
+	err := e.admin.QueryRow(ctx,
+		`WITH mine AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid())
+		 SELECT coalesce(array_agg(pid), '{}') FROM mine WHERE pg_terminate_backend(pid)`, e.appName).Scan(&pids)
+	if err != nil {
+		return 0, err
+	}
+	err = pollServer(ctx, "terminated server processes to exit", func() (bool, error) {
+		var n int
+		err := e.admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", pids).Scan(&n)
+		return n == 0, err
+	})
+	return len(pids), err
+}
+
+// pollServer polls the server until cond holds: for state that only the
+// server can tell (a process gone, a lock waited on), polling is the only
+// signal there is. The limit is far beyond what any of these takes.
+func pollServer(ctx context.Context, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // rows returns the number of rows in the env's table.

@@ -13,7 +13,8 @@ import (
 )
 
 // Backend is the PostgreSQL lease store. It is safe for concurrent use. It
-// implements backend.Backend and backend.ReleaseWatcher.
+// implements backend.Backend, backend.ReleaseWatcher, backend.BatchRenewer,
+// backend.Inspector, backend.Lister and backend.Revoker.
 type Backend struct {
 	pool       *pgxpool.Pool
 	names      names
@@ -26,7 +27,8 @@ type Backend struct {
 	baseDelay  time.Duration
 	maxDelay   time.Duration
 
-	q queries
+	q        queries
+	listPage int // holdings per List statement (tests make it small)
 
 	lastSweep atomic.Int64 // unix nanoseconds of the last sweep start
 	sweeping  atomic.Bool
@@ -74,6 +76,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		baseDelay:  c.baseDelay,
 		maxDelay:   c.maxDelay,
 		q:          buildQueries(n),
+		listPage:   defaultListPage,
 	}
 	return b, nil
 }

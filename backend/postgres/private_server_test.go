@@ -21,19 +21,21 @@ type privateServer struct {
 	bin, dir string
 	port     int
 	asUser   []string // prefix that runs a command as the postgres OS user
+	settings []string // extra server settings, "name=value", at every start
 }
 
-// startPrivateServer initdb's and starts a throwaway cluster. It skips the
-// test when the server binaries are not installed or we can run them neither
-// as root (switching to user postgres) nor as postgres.
-func startPrivateServer(t *testing.T) *privateServer {
+// startPrivateServer initdb's and starts a throwaway cluster, with the given
+// settings ("name=value") on top of the defaults below. It skips the test
+// when the server binaries are not installed or we can run them neither as
+// root (switching to user postgres) nor as postgres.
+func startPrivateServer(t *testing.T, settings ...string) *privateServer {
 	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(bins) == 0 {
 		t.Skip("no PostgreSQL server binaries under /usr/lib/postgresql: cannot run a private server to restart")
 	}
 	sort.Strings(bins)
-	s := &privateServer{bin: filepath.Dir(bins[len(bins)-1])}
+	s := &privateServer{bin: filepath.Dir(bins[len(bins)-1]), settings: settings}
 	me, err := user.Current()
 	if err != nil {
 		t.Skipf("cannot tell who we are: %v", err)
@@ -95,7 +97,13 @@ func (s *privateServer) dsn() string {
 // start starts the server and waits until it accepts connections.
 func (s *privateServer) start(t *testing.T) {
 	t.Helper()
+	// fsync=off: a crash here is of the server processes, not of the
+	// machine, so what reached the kernel survives; what was still in the
+	// server's own memory (WAL buffers) does not.
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50", s.port, s.dir)
+	for _, kv := range s.settings {
+		opts += " -c " + kv
+	}
 	s.run(t, "pg_ctl", "-D", s.dir+"/data", "-o", opts, "-l", s.dir+"/log", "-w", "-t", "60", "start")
 }
 

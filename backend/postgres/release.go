@@ -9,10 +9,12 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Release deletes the holding of (r.Key, r.Owner, r.Token), or with Token 0
-// whatever r.Owner holds under r.Key, and announces it on Channel so that
-// waiters wake at once. Nothing matching is not an error. Faults are retried
-// and returned wrapped; a retry after an ambiguous failure is harmless.
+// Release deletes the holding (r.Key, r.Owner, r.Attempt, r.Token), or with
+// Token 0 the holding r.Attempt made whatever its token, commits
+// synchronously, and announces the release on Channel so that waiters wake at
+// once. Nothing matching is not an error, and whatever else holds the key is
+// left alone. Faults are retried and returned wrapped; a retry after an
+// ambiguous failure is harmless.
 //
 // Release takes the name's advisory lock first, like Acquire. An acquire
 // whose caller gave up (context ended) may still be queued on that lock in
@@ -30,7 +32,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		batch := &pgx.Batch{}
 		batch.Queue("BEGIN")
 		batch.Queue(b.q.lock, b.lockKey(r.Key))
-		batch.Queue(b.q.release, r.Key, r.Owner, int64(r.Token), b.channel)
+		batch.Queue(b.q.release, r.Key, r.Owner, r.Attempt, int64(r.Token), b.channel)
 		batch.Queue("COMMIT")
 		return b.pool.SendBatch(ctx, batch).Close()
 	})

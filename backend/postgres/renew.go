@@ -11,10 +11,11 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Renew extends the holding of (r.Key, r.Owner, r.Token) to the server's now
-// plus r.TTL, keeping the token. It returns an error wrapping
-// backend.ErrNotHeld when that holding no longer exists (released, expired,
-// taken over), and other faults wrapped after retries.
+// Renew extends the live holding (r.Key, r.Owner, r.Attempt, r.Token) to the
+// server's now plus r.TTL, keeping the token, and commits synchronously. It
+// returns an error wrapping backend.ErrNotHeld when that holding no longer
+// exists (released, expired, taken over), and other faults wrapped after
+// retries.
 func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -24,7 +25,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	}
 	var expires time.Time
 	err := b.retry(ctx, "renew", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, b.q.renew, r.Key, r.Owner, int64(r.Token), r.TTL.Microseconds()).Scan(&expires)
+		return b.pool.QueryRow(ctx, b.q.renew, r.Key, r.Owner, r.Attempt, int64(r.Token), r.TTL.Microseconds()).Scan(&expires)
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

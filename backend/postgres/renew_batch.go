@@ -11,32 +11,32 @@ import (
 
 var _ backend.BatchRenewer = (*Backend)(nil)
 
-// RenewBatch renews every request in one statement (one round trip) and
-// returns one result per request, in order: a Grant, or an error wrapping
-// backend.ErrNotHeld (the holding no longer exists) or
-// backend.ErrInvalidRequest (that request breaks the limits; it is not sent).
-// A request repeated in the batch gets the result of its first copy. A
-// non-nil error means the batch as a whole could not be confirmed (after
-// retries); then no result is returned and the caller must treat every
-// renewal as unconfirmed.
+// RenewBatch renews every request in one statement (one round trip, one
+// synchronous commit) and returns one result per request, in order: a Grant,
+// or an error wrapping backend.ErrNotHeld (the holding, named by Key, Owner,
+// Attempt and Token, no longer exists) or backend.ErrInvalidRequest (that
+// request breaks the limits; it is not sent). A request repeated in the batch
+// gets the result of its first copy. A non-nil error means the batch as a
+// whole could not be confirmed (after retries); then no result is returned
+// and the caller must treat every renewal as unconfirmed.
 func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	type holding struct {
-		key, owner string
-		token      uint64
+		key, owner, attempt string
+		token               uint64
 	}
 	results := make([]backend.RenewResult, len(rs))
 	first := make(map[holding]int, len(rs)) // holding -> index of its first request
 	var (
-		names, owners []string
-		tokens, ttls  []int64
-		ords          []int32 // index in rs of each sent request
+		names, owners, attempts []string
+		tokens, ttls            []int64
+		ords                    []int32 // index in rs of each sent request
 	)
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			results[i].Err = err
 			continue
 		}
-		h := holding{r.Key, r.Owner, r.Token}
+		h := holding{r.Key, r.Owner, r.Attempt, r.Token}
 		if _, dup := first[h]; dup {
 			continue
 		}
@@ -45,7 +45,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		if r.Token > math.MaxInt64 {
 			continue // no holding can have it
 		}
-		names, owners = append(names, r.Key), append(owners, r.Owner)
+		names, owners, attempts = append(names, r.Key), append(owners, r.Owner), append(attempts, r.Attempt)
 		tokens, ttls = append(tokens, int64(r.Token)), append(ttls, r.TTL.Microseconds())
 		ords = append(ords, int32(i))
 	}
@@ -57,7 +57,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		var got []renewed
 		err := b.retry(ctx, "renew batch", func(ctx context.Context) error {
 			got = got[:0]
-			rows, err := b.pool.Query(ctx, b.q.renewBatch, names, owners, tokens, ttls, ords)
+			rows, err := b.pool.Query(ctx, b.q.renewBatch, names, owners, attempts, tokens, ttls, ords)
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		}
 	}
 	for i, r := range rs {
-		if j, ok := first[holding{r.Key, r.Owner, r.Token}]; ok && j != i {
+		if j, ok := first[holding{r.Key, r.Owner, r.Attempt, r.Token}]; ok && j != i {
 			results[i] = results[j]
 		}
 	}

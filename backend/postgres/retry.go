@@ -13,8 +13,8 @@ import (
 
 // retry runs fn until it succeeds, fails for good, or the attempts or the
 // context's time run out. fn must be safe to repeat as a whole: every
-// operation of this package is (an acquire repeated by the same owner
-// refreshes its own row and keeps the token).
+// operation of this package is (an acquire repeated with the same attempt
+// refreshes that attempt's row and keeps the token).
 func (b *Backend) retry(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)

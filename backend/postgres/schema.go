@@ -68,40 +68,66 @@ func newNames(schema, table string) names {
 	}
 }
 
-// ddl returns the statements that create the schema, the token sequence, the
-// table and its expiry index; each is idempotent.
+// ddl holds the statements that create, or upgrade, one lease table. Each is
+// idempotent.
 //
 // The sequence is not OWNED BY the table, so that dropping and re-creating the
 // table does not restart the tokens. Names use the "C" collation: comparison
 // is by bytes, so "Foo" and "foo" are different leases under any database
 // collation.
-func ddl(schema, table string) []string {
+//
+// attempt names the holding (backend.AcquireRequest.Attempt). Tables made
+// before it existed get it through upgrade: the column is added with the
+// empty string as default (so the rows already there read an empty attempt,
+// which no request can name: they are never refreshed, renewed or released
+// by this version and simply expire), then the default is dropped, so that an INSERT without an
+// attempt (a process of the previous version) fails on NOT NULL instead of
+// making a holding that this version could not tell apart.
+type ddl struct {
+	create  []string // schema, sequence, table: CREATE ... IF NOT EXISTS
+	upgrade []string // adds attempt to a table of the previous version
+	index   string
+}
+
+func newDDL(schema, table string) ddl {
 	n := newNames(schema, table)
-	return []string{
-		"CREATE SCHEMA IF NOT EXISTS " + n.schema,
-		"CREATE SEQUENCE IF NOT EXISTS " + n.sequence + " AS bigint MINVALUE 1 START WITH 1 CACHE 1 NO CYCLE",
-		"CREATE TABLE IF NOT EXISTS " + n.table + ` (
+	return ddl{
+		create: []string{
+			"CREATE SCHEMA IF NOT EXISTS " + n.schema,
+			"CREATE SEQUENCE IF NOT EXISTS " + n.sequence + " AS bigint MINVALUE 1 START WITH 1 CACHE 1 NO CYCLE",
+			"CREATE TABLE IF NOT EXISTS " + n.table + ` (
     lease_name        text COLLATE "C" NOT NULL PRIMARY KEY CHECK (char_length(lease_name) BETWEEN 1 AND 200),
     owner_instance_id text COLLATE "C" NOT NULL CHECK (char_length(owner_instance_id) BETWEEN 1 AND 200),
+    attempt           text COLLATE "C" NOT NULL CHECK (octet_length(attempt) <= 64),
     fencing_token     bigint NOT NULL CHECK (fencing_token > 0),
     acquired_at       timestamptz NOT NULL,
     renewed_at        timestamptz NOT NULL,
     expires_at        timestamptz NOT NULL,
     metadata          text NOT NULL DEFAULT '' CHECK (octet_length(metadata) <= 4000)
 )`,
-		"CREATE INDEX IF NOT EXISTS " + n.index + " ON " + n.table + " (expires_at)",
+		},
+		upgrade: []string{
+			"ALTER TABLE " + n.table + ` ADD COLUMN IF NOT EXISTS attempt text COLLATE "C" NOT NULL DEFAULT '' CHECK (octet_length(attempt) <= 64)`,
+			"ALTER TABLE " + n.table + " ALTER COLUMN attempt DROP DEFAULT",
+		},
+		index: "CREATE INDEX IF NOT EXISTS " + n.index + " ON " + n.table + " (expires_at)",
 	}
 }
 
 // CreateScript returns the DDL that EnsureSchema runs, for deployments that
-// create the table out of band. Names are quoted, so any valid name is safe
-// to embed. For an invalid name it returns only an SQL comment saying so
-// (running it creates nothing).
+// create the table out of band. It also upgrades a table made by the previous
+// version (see the package documentation); on a new table those two ALTER
+// statements change nothing. Unlike EnsureSchema, the script does not check
+// that objects already there under these names are the right kind. Names are
+// quoted, so any valid name is safe to embed. For an invalid name it returns
+// only an SQL comment saying so (running it creates nothing).
 func CreateScript(schema, table string) string {
 	if err := validateNames(schema, table); err != nil {
 		return "-- leasehold: cannot create the lease table: invalid schema or table name\n"
 	}
-	return strings.Join(ddl(schema, table), ";\n\n") + ";\n"
+	d := newDDL(schema, table)
+	stmts := append(append(append([]string{}, d.create...), d.upgrade...), d.index)
+	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
 // ensureLockKey serialises concurrent EnsureSchema calls on one database, so
@@ -109,11 +135,21 @@ func CreateScript(schema, table string) string {
 // unique indexes.
 const ensureLockKey int64 = 0x6c65617365686f6c // "leasehol"
 
+// ErrSchemaConflict is returned (wrapped) by EnsureSchema when an object
+// under one of the lease table's names is not what this package needs: a
+// table or view where the sequence belongs, a sequence that may cycle, a view
+// where the table belongs, a table without the lease columns, an index name
+// taken by something else. Nothing is created or changed then.
+var ErrSchemaConflict = errors.New("postgres: schema object in the way")
+
 // EnsureSchema creates the schema, token sequence, table and index when they
-// do not exist, and leaves them alone when they do. It is safe to call on
-// every start and from several processes at once: the DDL runs in one
-// transaction under an advisory lock, and an "already exists" race with DDL
-// run outside it counts as success.
+// do not exist, upgrades a table made by the previous version of this package
+// (adds the attempt column), and leaves them alone otherwise. It checks that
+// objects already there under these names are a usable sequence, table and
+// index (errors wrap ErrSchemaConflict). It is safe to call on every start and
+// from several processes at once: the DDL runs in one transaction under an
+// advisory lock, and an "already exists" race with DDL run outside it counts
+// as success. A table that needs no upgrade is not locked (no ALTER is sent).
 func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, schema, table string) error {
 	if err := validateNames(schema, table); err != nil {
 		return err
@@ -131,17 +167,151 @@ func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, schema, table string)
 }
 
 func ensureOnce(ctx context.Context, pool *pgxpool.Pool, schema, table string) error {
+	d := newDDL(schema, table)
+	n := newNames(schema, table)
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", ensureLockKey); err != nil {
 			return err
 		}
-		for _, stmt := range ddl(schema, table) {
+		for _, stmt := range d.create {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return err
 			}
 		}
-		return nil
+		if err := checkSequence(ctx, tx, schema, table+seqSuffix, n.sequence); err != nil {
+			return err
+		}
+		upgrade, err := checkTable(ctx, tx, schema, table, n.table)
+		if err != nil {
+			return err
+		}
+		if upgrade {
+			for _, stmt := range d.upgrade {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := tx.Exec(ctx, d.index); err != nil {
+			return err
+		}
+		return checkIndex(ctx, tx, schema, table+indexSuffix, n.index, n.table)
 	})
+}
+
+// relation returns the oid and kind (pg_class.relkind) of schema.name, or
+// found false.
+func relation(ctx context.Context, tx pgx.Tx, schema, name string) (oid uint32, kind string, found bool, err error) {
+	err = tx.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c
+JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = $2`, schema, name).Scan(&oid, &kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", false, nil
+	}
+	return oid, kind, err == nil, err
+}
+
+// kindNames spells pg_class.relkind for error messages.
+var kindNames = map[string]string{
+	"r": "table", "p": "partitioned table", "v": "view", "m": "materialized view",
+	"S": "sequence", "i": "index", "I": "partitioned index", "f": "foreign table",
+	"c": "composite type", "t": "TOAST table",
+}
+
+func kindName(k string) string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return "relation of kind " + k
+}
+
+// checkSequence verifies that the token sequence is a sequence counting up
+// without cycling: anything else would make nextval fail at every acquire, or
+// hand out tokens that do not increase.
+func checkSequence(ctx context.Context, tx pgx.Tx, schema, name, quoted string) error {
+	oid, kind, found, err := relation(ctx, tx, schema, name)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: sequence %s is missing after CREATE SEQUENCE", ErrSchemaConflict, quoted)
+	case kind != "S":
+		return fmt.Errorf("%w: %s exists but is a %s, not a sequence (the fencing tokens are drawn from it): rename or drop it, or choose another table name",
+			ErrSchemaConflict, quoted, kindName(kind))
+	}
+	var increment int64
+	var cycle bool
+	if err := tx.QueryRow(ctx, "SELECT seqincrement, seqcycle FROM pg_sequence WHERE seqrelid = $1", oid).Scan(&increment, &cycle); err != nil {
+		return err
+	}
+	if increment <= 0 || cycle {
+		return fmt.Errorf("%w: sequence %s has INCREMENT %d and CYCLE %v: fencing tokens need a positive increment and NO CYCLE",
+			ErrSchemaConflict, quoted, increment, cycle)
+	}
+	return nil
+}
+
+// leaseColumns are the columns of a lease table of every version; attempt
+// came later and is added by the upgrade.
+var leaseColumns = []string{"lease_name", "owner_instance_id", "fencing_token", "acquired_at", "renewed_at", "expires_at", "metadata"}
+
+// checkTable verifies that the table is a lease table and reports whether it
+// needs the upgrade: no attempt column yet, or one still carrying the default
+// the upgrade gives it (an upgrade run half way, by hand).
+func checkTable(ctx context.Context, tx pgx.Tx, schema, name, quoted string) (upgrade bool, err error) {
+	oid, kind, found, err := relation(ctx, tx, schema, name)
+	switch {
+	case err != nil:
+		return false, err
+	case !found:
+		return false, fmt.Errorf("%w: table %s is missing after CREATE TABLE", ErrSchemaConflict, quoted)
+	case kind != "r" && kind != "p":
+		return false, fmt.Errorf("%w: %s exists but is a %s, not a table", ErrSchemaConflict, quoted, kindName(kind))
+	}
+	cols := map[string]bool{} // column name -> has a default
+	rows, err := tx.Query(ctx, "SELECT attname::text, atthasdef FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", oid)
+	if err != nil {
+		return false, err
+	}
+	for rows.Next() {
+		var col string
+		var hasDefault bool
+		if err := rows.Scan(&col, &hasDefault); err != nil {
+			return false, err
+		}
+		cols[col] = hasDefault
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	for _, c := range leaseColumns {
+		if _, ok := cols[c]; !ok {
+			return false, fmt.Errorf("%w: table %s exists but has no column %s: it is not a lease table", ErrSchemaConflict, quoted, c)
+		}
+	}
+	hasDefault, ok := cols["attempt"]
+	return !ok || hasDefault, nil
+}
+
+// checkIndex verifies that the expiry index's name belongs to an index on the
+// lease table (CREATE INDEX IF NOT EXISTS skips any relation of that name).
+func checkIndex(ctx context.Context, tx pgx.Tx, schema, name, quoted, table string) error {
+	oid, kind, found, err := relation(ctx, tx, schema, name)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: index %s is missing after CREATE INDEX", ErrSchemaConflict, quoted)
+	case kind != "i" && kind != "I":
+		return fmt.Errorf("%w: %s exists but is a %s, not the expiry index of %s", ErrSchemaConflict, quoted, kindName(kind), table)
+	}
+	var onTable bool
+	if err := tx.QueryRow(ctx, "SELECT indrelid = $2::regclass FROM pg_index WHERE indexrelid = $1", oid, table).Scan(&onTable); err != nil {
+		return err
+	}
+	if !onTable {
+		return fmt.Errorf("%w: index %s exists but is not on %s", ErrSchemaConflict, quoted, table)
+	}
+	return nil
 }
 
 // isDuplicateObject reports the errors of a CREATE ... IF NOT EXISTS that lost

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/leasehold/leasehold/backend"
 )
 
 func TestIdentifierValidation(t *testing.T) {
@@ -58,6 +56,9 @@ func TestCreateScriptDefault(t *testing.T) {
 		`CREATE SEQUENCE IF NOT EXISTS "lease"."leases_token_seq" AS bigint MINVALUE 1 START WITH 1 CACHE 1 NO CYCLE`,
 		`CREATE TABLE IF NOT EXISTS "lease"."leases"`,
 		`lease_name        text COLLATE "C" NOT NULL PRIMARY KEY`,
+		`attempt           text COLLATE "C" NOT NULL CHECK (octet_length(attempt) <= 64)`,
+		`ALTER TABLE "lease"."leases" ADD COLUMN IF NOT EXISTS attempt text COLLATE "C" NOT NULL DEFAULT '' CHECK (octet_length(attempt) <= 64)`,
+		`ALTER TABLE "lease"."leases" ALTER COLUMN attempt DROP DEFAULT`,
 		`CREATE INDEX IF NOT EXISTS "leases_expires_at_idx" ON "lease"."leases" (expires_at)`,
 	} {
 		if !strings.Contains(s, want) {
@@ -93,13 +94,14 @@ func TestHostileIdentifiersAreQuoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "a", TTL: time.Minute})
-	if err != nil || !g.Acquired {
-		t.Fatalf("Acquire on hostile table = %+v, %v", g, err)
-	}
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a", Token: g.Token}); err != nil {
+	g := mustAcquire(t, b, "k", "a", live)
+	if _, err := b.Renew(ctx, g.renewReq(live)); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Release(ctx, g.releaseReq()); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, b, "k", "b", live)
 }
 
 func TestEnsureSchemaConcurrentAndIdempotent(t *testing.T) {
@@ -126,12 +128,15 @@ func TestEnsureSchemaConcurrentAndIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := mustAcquire(t, b, "k", "a", time.Minute)
+	g := mustAcquire(t, b, "k", "a", live)
 	if err := EnsureSchema(ctx, admin, schema, "leases"); err != nil {
 		t.Fatal(err)
 	}
-	if busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "b", TTL: time.Minute}); err != nil || busy.Acquired || busy.Holder != "a" {
-		t.Fatalf("holding lost after EnsureSchema: %+v, %v (token %d)", busy, err, g.Token)
+	if busy := acquireAs(t, b, "k", "b", newAttempt(), live); busy.Acquired || busy.Holder != "a" || busy.HolderToken != g.Token {
+		t.Fatalf("holding lost after EnsureSchema: %+v (token %d)", busy.Grant, g.Token)
+	}
+	if _, err := b.Renew(ctx, g.renewReq(live)); err != nil {
+		t.Fatalf("renewal after EnsureSchema: %v", err)
 	}
 }
 
@@ -141,14 +146,14 @@ func TestTokensSurviveTableRecreation(t *testing.T) {
 	e := newEnv(t)
 	b := e.backend(t)
 	ctx := ctxT(t)
-	g1 := mustAcquire(t, b, "k", "a", time.Minute)
+	g1 := mustAcquire(t, b, "k", "a", live)
 	if _, err := e.admin.Exec(ctx, "DROP TABLE "+b.names.table); err != nil {
 		t.Fatal(err)
 	}
 	if err := EnsureSchema(ctx, e.admin, e.schema, e.table); err != nil {
 		t.Fatal(err)
 	}
-	g2 := mustAcquire(t, b, "k", "b", time.Minute)
+	g2 := mustAcquire(t, b, "k", "b", live)
 	if g2.Token <= g1.Token {
 		t.Fatalf("token %d after re-creation, was %d", g2.Token, g1.Token)
 	}
@@ -158,21 +163,37 @@ func TestTokensSurviveTableRecreation(t *testing.T) {
 // DSN, only a pool) while it logs retries and failures. The test server
 // trusts local connections, so a password set on the pool is sent to no
 // effect, and must appear nowhere in the log.
+//
+// Both a retry and a reconnect must happen, whatever the load. The pools do
+// not ping: pgxpool pings a connection idle for over a second before handing
+// it out and silently replaces a dead one, so on a slow run the acquire after
+// the terminate found a fresh connection and nothing was retried (this test
+// failed so, once). Without the ping, the acquire is handed the dead
+// connection and must retry. The watch has a pool of its own, so that its
+// reconnect cannot take that dead connection first.
 func TestLogsCarryNoPassword(t *testing.T) {
 	const secret = "s3cret-Pa55word-never-logged"
 	e := newEnv(t)
-	e.pool = newPool(t, e.appName, func(c *pgxpool.Config) { c.ConnConfig.Password = secret })
+	noPing := func(c *pgxpool.Config) {
+		c.ConnConfig.Password = secret
+		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	}
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	h := slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug})
-	b := e.backend(t, WithLogger(slog.New(h)), WithSweep(-1, 0))
-	keys, listening, stop := watching(t, b)
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.pool = newPool(t, e.appName, noPing)
+	b := e.backend(t, WithLogger(logger), WithSweep(-1, 0))
+	e.pool = newPool(t, e.appName, noPing)
+	w := e.backend(t, WithLogger(logger))
+	keys, listening, stop := watching(t, w)
 	await(t, listening, "LISTEN")
-	mustAcquire(t, b, "k", "a", time.Minute)
-	e.terminate(t) // the backend's conns and its LISTEN conn: retries and a reconnect are logged
-	mustAcquire(t, b, "k", "a", time.Minute)
+	mustAcquire(t, b, "k1", "a", live)
+	if n := e.terminate(t); n < 2 { // b's idle connection and w's LISTEN connection
+		t.Fatalf("terminated %d server processes, want b's and the watch's", n)
+	}
+	g := mustAcquire(t, b, "k2", "a", live) // on b's dead connection first: retried
 	await(t, listening, "LISTEN after terminate")
-	if err := b.Release(ctxT(t), backend.ReleaseRequest{Key: "k", Owner: "a"}); err != nil {
+	if err := b.Release(ctxT(t), g.releaseReq()); err != nil {
 		t.Fatal(err)
 	}
 	await(t, keys, "release")

@@ -65,16 +65,21 @@ func TestWatchReleasesDeliversEveryRelease(t *testing.T) {
 
 	weird := "x'; DROP TABLE lease.leases; --\n*"
 	for _, k := range []string{"plain", weird} {
-		g := mustAcquire(t, b, k, "a", time.Minute)
-		og := mustAcquire(t, other, k, "a", time.Minute)
+		g := mustAcquire(t, b, k, "a", live)
+		og := mustAcquire(t, other, k, "a", live)
 		// Releases that delete nothing announce nothing.
-		if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "intruder"}); err != nil {
+		for _, r := range []backend.ReleaseRequest{
+			{Key: k, Owner: "intruder", Attempt: g.attempt},
+			{Key: k, Owner: "a", Attempt: newAttempt()},
+		} {
+			if err := b.Release(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := other.Release(ctx, og.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
-		if err := other.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "a", Token: og.Token}); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "a", Token: g.Token}); err != nil {
+		if err := b.Release(ctx, g.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
 		if got := await(t, keys, "release of "+k); got != k {
@@ -84,8 +89,8 @@ func TestWatchReleasesDeliversEveryRelease(t *testing.T) {
 	// Expiry announces nothing; only the release below is heard.
 	short := mustAcquire(t, b, "short", "a", 20*time.Millisecond)
 	waitPast(short.ExpiresAt)
-	mustAcquire(t, b, "short", "b", time.Minute)
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: "short", Owner: "b"}); err != nil {
+	s2 := mustAcquire(t, b, "short", "b", live)
+	if err := b.Release(ctx, s2.releaseReq()); err != nil {
 		t.Fatal(err)
 	}
 	if got := await(t, keys, "release of short"); got != "short" {
@@ -111,8 +116,8 @@ func TestWatchReconnectsAfterTerminate(t *testing.T) {
 			t.Fatalf("round %d: no connection terminated", round)
 		}
 		await(t, listening, "LISTEN after terminate")
-		g := mustAcquire(t, b, "k", "a", time.Minute)
-		if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "a", Token: g.Token}); err != nil {
+		g := mustAcquire(t, b, "k", "a", live)
+		if err := b.Release(ctx, g.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
 		if got := await(t, keys, "release after reconnect"); got != "k" {

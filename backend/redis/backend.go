@@ -35,9 +35,23 @@ var (
 // New returns a Backend that keeps its leases in the Redis deployment behind
 // client: a *goredis.Client (single node, or Sentinel through
 // goredis.NewFailoverClient) or a *goredis.ClusterClient. The client stays the
-// caller's: Close does not close it. New makes no network call; a server that
-// is down shows up as errors from the operations.
+// caller's: Close does not close it.
+//
+// New checks that no server may evict leases: it reads maxmemory-policy with
+// CONFIG GET (on every master of a Cluster) within 5 seconds, and fails with
+// an error wrapping ErrEvictionPolicy unless it is noeviction, or with the
+// fault when a server cannot be reached. WithEvictionAllowed skips the check,
+// and then New makes no network call. NewContext is New with the caller's
+// context for the check.
 func New(client goredis.UniversalClient, opts ...Option) (*Backend, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), policyCheckTimeout)
+	defer cancel()
+	return NewContext(ctx, client, opts...)
+}
+
+// NewContext is New, with ctx bounding its check of the servers'
+// maxmemory-policy instead of New's 5 seconds.
+func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
 	}
@@ -64,6 +78,11 @@ func New(client goredis.UniversalClient, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: negative restart grace %v", ErrInvalidOption, cfg.restartGrace)
 	}
 	b := &Backend{client: client, cfg: cfg}
+	if !cfg.allowEviction {
+		if err := b.checkEviction(ctx); err != nil {
+			return nil, err
+		}
+	}
 	b.closing, b.close = context.WithCancel(context.Background())
 	return b, nil
 }

@@ -41,13 +41,15 @@ func TestReplicaConfirmation(t *testing.T) {
 	rc := redistest.NewClient(t, replica.Addr())
 	ctx := ctxT(t)
 
-	b := newTestBackend(t, c, WithReplicaConfirmation(1, 2*time.Second))
+	// Generous: a loaded machine may take a while to acknowledge (and still
+	// below the client's 5 s read timeout).
+	b := newTestBackend(t, c, WithReplicaConfirmation(1, 4*time.Second))
 	g := mustAcquire(t, b, "k", "alice", time.Minute)
 	// Confirmed means the replica has it: a failover to it keeps the lease.
 	if got := rc.HGet(ctx, b.LeaseKey("k"), "owner").Val(); got != "alice" {
 		t.Fatalf("replica shows owner %q after a confirmed grant", got)
 	}
-	r, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute})
+	r, err := b.Renew(ctx, g.renew(time.Minute))
 	if err != nil || r.Token != g.Token {
 		t.Fatalf("confirmed renew: %+v %v", r, err)
 	}
@@ -56,7 +58,7 @@ func TestReplicaConfirmation(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}); err != nil {
+	if _, err := b.Renew(ctx, g.renew(time.Minute)); err != nil {
 		t.Fatalf("confirmed renew after SCRIPT FLUSH: %v", err)
 	}
 
@@ -66,7 +68,7 @@ func TestReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ng, err := greedy.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", TTL: time.Minute})
+	ng, err := greedy.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute})
 	if err != nil || ng.Acquired {
 		t.Fatalf("unconfirmed acquire = %+v, %v; want not acquired, no error", ng, err)
 	}
@@ -74,7 +76,7 @@ func TestReplicaConfirmation(t *testing.T) {
 		t.Fatal("an unconfirmed grant was left behind")
 	}
 	// An unconfirmed renewal fails (the engine keeps retrying, then loses).
-	if _, err := greedy.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}); !errors.Is(err, ErrNotConfirmed) || isNotHeld(err) {
+	if _, err := greedy.Renew(ctx, g.renew(time.Minute)); !errors.Is(err, ErrNotConfirmed) || isNotHeld(err) {
 		t.Fatalf("unconfirmed renew: %v", err)
 	}
 
@@ -84,14 +86,14 @@ func TestReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ng, err = b.Acquire(ctx, backend.AcquireRequest{Key: "third", Owner: "carol", TTL: time.Minute})
+	ng, err = b.Acquire(ctx, backend.AcquireRequest{Key: "third", Owner: "carol", Attempt: newAttempt(), TTL: time.Minute})
 	if err != nil || ng.Acquired {
 		t.Fatalf("acquire with the replica down = %+v, %v", ng, err)
 	}
 	if n := c.Exists(ctx, b.LeaseKey("third")).Val(); n != 0 {
 		t.Fatal("an unconfirmed grant was left behind")
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}); !errors.Is(err, ErrNotConfirmed) {
+	if _, err := b.Renew(ctx, g.renew(time.Minute)); !errors.Is(err, ErrNotConfirmed) {
 		t.Fatalf("renew with the replica down: %v", err)
 	}
 }
@@ -102,7 +104,7 @@ func TestReplicaConfirmationNeedsAKnownClient(t *testing.T) {
 	if _, err := New(ring, WithReplicaConfirmation(1, time.Second)); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("New(ring) with confirmation: %v", err)
 	}
-	if _, err := New(ring); err != nil {
+	if _, err := New(ring, WithEvictionAllowed()); err != nil {
 		t.Fatalf("New(ring) without confirmation: %v", err)
 	}
 }

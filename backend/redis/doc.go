@@ -14,31 +14,55 @@
 //
 // For a key K and the prefix P (default "leasehold:"), the backend uses
 //
-//	P{E}:lease   a hash with fields owner, token and meta; expires with the lease
+//	P{E}:lease   a hash with fields owner, attempt, token and meta; expires with the lease
 //	P{E}:token   the fencing counter of K; never expires
 //	P releases   the pub/sub channel of releases (P + "releases"); messages carry K
 //
 // where E is K with "%", "{" and "}" percent-encoded, so that every name maps to
 // its own keys (no two names collide) and both keys of one name share the hash
-// tag {E}: a script touching them runs on one Redis Cluster slot.
+// tag {E}: a script touching them runs on one Redis Cluster slot. What each
+// script takes and returns is written down in scripts/CONTRACT.md.
+//
+// # Holdings
+//
+// The lease hash remembers the attempt that made the holding. Acquire by that
+// same attempt refreshes it (same token); anyone else, the same owner's other
+// attempts included, is refused with the holder, its token, its expiry on the
+// server's clock and the time it had left as the server measured it (PTTL).
+// Renew and Release name the holding by owner, attempt and token.
 //
 // # Fencing tokens
 //
-// A new grant takes INCR of the name's counter; a renewal or the same owner's
-// repeated acquire keeps the token. When the counter is missing (first use, or a
-// restart that lost the data) it is first set to the server's TIME in
-// microseconds, so tokens keep increasing across data loss as long as the
-// server clock does not go backwards and a name is granted less than once per
-// microsecond on average.
+// A new grant's token is max(counter + 1, server TIME in microseconds), and
+// the counter is set to it. Tokens therefore look like 1.8e15 (microseconds
+// since 1970), not 1, 2, 3: that is on purpose. Redis can lose the last
+// writes and keep an older counter: a restart from an older RDB snapshot, the
+// unsynced last second of an appendfsync everysec AOF, a failover to a replica
+// that lagged. Counter + 1 alone would then hand out a token that was already
+// issued, and a fenced resource could not tell the new holder from the old.
+// The clock has moved past every token issued before the loss, so tokens keep
+// increasing as long as the server's clock (after a failover, the new
+// primary's) does not go backwards and a name is granted less than once per
+// microsecond on average. A renewal or a retry of the same attempt keeps the
+// token.
 //
-// # Restarts without persistence
+// # Restarts that lose writes
 //
-// A server that restarts without its data forgets every lease: their holders
-// find out at their next renewal (ErrNotHeld) or at their local deadline. To
-// make sure nobody is granted a name while its previous holder may still
-// believe it holds it, set WithRestartGrace to the longest TTL in use: a name
-// whose counter is missing is then not granted until the server has been up for
-// that long.
+// A server that restarts without its data, or with only part of it, may have
+// forgotten a live lease: its holder finds out at its next renewal
+// (ErrNotHeld) or at its local deadline. To make sure nobody is granted a name
+// while its previous holder may still believe it holds it, set
+// WithRestartGrace to the longest TTL in use: a free name is then not granted
+// until the server has been up for that long. The scripts read the uptime with
+// INFO server (callable from Lua in Redis 7), only when the name is free.
+//
+// # Eviction
+//
+// Every lease hash carries a TTL, so under memory pressure any maxmemory-policy
+// but noeviction (volatile-* as much as allkeys-*) may delete a live lease and
+// free a held name. New checks the policy of every server and refuses the
+// others with ErrEvictionPolicy, unless WithEvictionAllowed accepts the risk.
+// The policy is read once, in New: a later CONFIG SET is not seen.
 //
 // # Replica confirmation
 //
@@ -60,6 +84,14 @@
 // Backend implements backend.BatchRenewer: RenewBatch sends the renew script
 // for many holdings in one pipelined round trip, with per-lease results, and
 // fails as a whole when the round trip cannot be confirmed.
+//
+// # Operator's view
+//
+// Backend implements backend.Inspector (Inspect: one read-only script),
+// backend.Lister (List: SCAN by name prefix, on every master of a Cluster,
+// each page read in one pipeline) and backend.Revoker (Revoke: deletes the
+// lease hash, keeps the counter so the token is never issued again, and
+// publishes the release).
 //
 // # Client settings
 //

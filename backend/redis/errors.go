@@ -18,3 +18,9 @@ var ErrNotificationsDisabled = fmt.Errorf("redis: release notifications are disa
 
 // ErrInvalidOption is returned (wrapped) by New for an option it cannot use.
 var ErrInvalidOption = errors.New("redis: invalid option")
+
+// ErrEvictionPolicy is returned (wrapped) by New when a Redis server may evict
+// leases: its maxmemory-policy is not noeviction, or it would not say (CONFIG
+// disabled or renamed). The message names the server and the policy.
+// WithEvictionAllowed skips the check.
+var ErrEvictionPolicy = errors.New("redis: the server may evict leases")

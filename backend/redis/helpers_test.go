@@ -64,24 +64,55 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func mustAcquire(t testing.TB, b *Backend, key, owner string, ttl time.Duration) backend.Grant {
+// newAttempt returns a fresh attempt identity, as the engine makes one per
+// acquire attempt.
+func newAttempt() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "att-" + hex.EncodeToString(b[:])
+}
+
+// holding is a grant with what names it: Renew and Release requests for it.
+type holding struct {
+	backend.Grant
+	key, owner, attempt string
+}
+
+func (h holding) renew(ttl time.Duration) backend.RenewRequest {
+	return backend.RenewRequest{Key: h.key, Owner: h.owner, Attempt: h.attempt, Token: h.Token, TTL: ttl}
+}
+
+func (h holding) release() backend.ReleaseRequest {
+	return backend.ReleaseRequest{Key: h.key, Owner: h.owner, Attempt: h.attempt, Token: h.Token}
+}
+
+// mustAcquire grants key to owner in a new attempt, or fails the test.
+func mustAcquire(t testing.TB, b *Backend, key, owner string, ttl time.Duration) holding {
 	t.Helper()
-	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, TTL: ttl})
+	return mustAcquireAs(t, b, key, owner, newAttempt(), ttl)
+}
+
+// mustAcquireAs is mustAcquire with a given attempt (a retry reuses one).
+func mustAcquireAs(t testing.TB, b *Backend, key, owner, attempt string, ttl time.Duration) holding {
+	t.Helper()
+	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, Attempt: attempt, TTL: ttl})
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", key, owner, err)
 	}
 	if !g.Acquired {
-		t.Fatalf("Acquire(%q, %q): not acquired, held by %q until %v", key, owner, g.Holder, g.HolderExpiresAt)
+		t.Fatalf("Acquire(%q, %q): not acquired, held by %q (token %d) for %v more", key, owner, g.Holder, g.HolderToken, g.HolderExpiresIn)
 	}
 	if g.Token == 0 {
 		t.Fatalf("Acquire(%q, %q): token 0", key, owner)
 	}
-	return g
+	return holding{Grant: g, key: key, owner: owner, attempt: attempt}
 }
 
+// mustBusy checks that a new attempt of owner is refused because of holder,
+// and that the refusal describes the holding in the way.
 func mustBusy(t testing.TB, b *Backend, key, owner, holder string) backend.Grant {
 	t.Helper()
-	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, TTL: time.Second})
+	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, Attempt: newAttempt(), TTL: time.Second})
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", key, owner, err)
 	}
@@ -90,6 +121,9 @@ func mustBusy(t testing.TB, b *Backend, key, owner, holder string) backend.Grant
 	}
 	if g.Holder != holder {
 		t.Fatalf("Acquire(%q, %q): holder %q, want %q", key, owner, g.Holder, holder)
+	}
+	if g.HolderToken == 0 || g.HolderExpiresAt.IsZero() || g.HolderExpiresIn <= 0 {
+		t.Fatalf("Acquire(%q, %q): refusal without the holding's token and expiry: %+v", key, owner, g)
 	}
 	return g
 }
@@ -137,3 +171,5 @@ func isTimeout(err error) bool {
 	var ne interface{ Timeout() bool }
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+func itoa64(u uint64) string { return strconv.FormatUint(u, 10) }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -58,16 +59,17 @@ func TestAwkwardKeysRoundTripAndNeverCollide(t *testing.T) {
 	c := redistest.Client(t)
 	b := newTestBackend(t, c)
 	ctx := ctxT(t)
-	grants := map[string]backend.Grant{}
+	grants := map[string]holding{}
 	for i, k := range awkwardKeys {
 		// The owner is awkward too, and metadata at its limit.
 		owner := awkwardKeys[len(awkwardKeys)-1-i]
 		meta := strings.Repeat("m", backend.MaxMetadataBytes)
-		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: owner, TTL: 5 * time.Second, Metadata: meta})
+		attempt := newAttempt()
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: owner, Attempt: attempt, TTL: time.Minute, Metadata: meta})
 		if err != nil || !g.Acquired {
 			t.Fatalf("Acquire(%q): %+v %v", k, g, err)
 		}
-		grants[k] = g
+		grants[k] = holding{Grant: g, key: k, owner: owner, attempt: attempt}
 		got := c.HGetAll(ctx, b.LeaseKey(k)).Val()
 		if got["owner"] != owner || got["meta"] != meta {
 			t.Fatalf("stored owner %q (want %q), meta %d bytes", got["owner"], owner, len(got["meta"]))
@@ -76,11 +78,11 @@ func TestAwkwardKeysRoundTripAndNeverCollide(t *testing.T) {
 	// Every key is still held by its own owner: nothing overwrote anything.
 	for i, k := range awkwardKeys {
 		owner := awkwardKeys[len(awkwardKeys)-1-i]
-		busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: "intruder", TTL: time.Second})
+		busy, err := b.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: "intruder", Attempt: newAttempt(), TTL: time.Second})
 		if err != nil || busy.Acquired || busy.Holder != owner {
 			t.Fatalf("Acquire(%q) by intruder: %+v %v (want holder %q)", k, busy, err, owner)
 		}
-		if _, err := b.Renew(ctx, backend.RenewRequest{Key: k, Owner: owner, Token: grants[k].Token, TTL: time.Second}); err != nil {
+		if _, err := b.Renew(ctx, grants[k].renew(time.Minute)); err != nil {
 			t.Fatalf("Renew(%q): %v", k, err)
 		}
 	}
@@ -112,27 +114,42 @@ func TestInvalidRequestsTouchNothing(t *testing.T) {
 	b := newTestBackend(t, c)
 	ctx := ctxT(t)
 	long := strings.Repeat("x", backend.MaxKeyRunes+1)
+	const a = "attempt-1"
 	acquires := []backend.AcquireRequest{
-		{Key: "", Owner: "o", TTL: time.Second},
-		{Key: "   ", Owner: "o", TTL: time.Second},
-		{Key: "nul\x00", Owner: "o", TTL: time.Second},
-		{Key: "bad\xff", Owner: "o", TTL: time.Second},
-		{Key: long, Owner: "o", TTL: time.Second},
-		{Key: "k", Owner: "", TTL: time.Second},
-		{Key: "k", Owner: "o", TTL: 0},
-		{Key: "k", Owner: "o", TTL: backend.MaxTTL + 1},
-		{Key: "k", Owner: "o", TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
+		{Key: "", Owner: "o", Attempt: a, TTL: time.Second},
+		{Key: "   ", Owner: "o", Attempt: a, TTL: time.Second},
+		{Key: "nul\x00", Owner: "o", Attempt: a, TTL: time.Second},
+		{Key: "bad\xff", Owner: "o", Attempt: a, TTL: time.Second},
+		{Key: long, Owner: "o", Attempt: a, TTL: time.Second},
+		{Key: "k", Owner: "", Attempt: a, TTL: time.Second},
+		{Key: "k", Owner: "o", Attempt: "", TTL: time.Second},
+		{Key: "k", Owner: "o", Attempt: "with space", TTL: time.Second},
+		{Key: "k", Owner: "o", Attempt: strings.Repeat("a", backend.MaxAttemptBytes+1), TTL: time.Second},
+		{Key: "k", Owner: "o", Attempt: a, TTL: 0},
+		{Key: "k", Owner: "o", Attempt: a, TTL: backend.MaxTTL + 1},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
 	}
 	for _, r := range acquires {
 		if _, err := b.Acquire(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
-			t.Errorf("Acquire(%q, %q, %v): %v", r.Key, r.Owner, r.TTL, err)
+			t.Errorf("Acquire(%q, %q, %q, %v): %v", r.Key, r.Owner, r.Attempt, r.TTL, err)
 		}
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 0, TTL: time.Second}); !errors.Is(err, backend.ErrInvalidRequest) {
-		t.Errorf("Renew token 0: %v", err)
+	for _, r := range []backend.RenewRequest{
+		{Key: "k", Owner: "o", Attempt: a, Token: 0, TTL: time.Second},
+		{Key: "k", Owner: "o", Attempt: "", Token: 1, TTL: time.Second},
+	} {
+		if _, err := b.Renew(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
+			t.Errorf("Renew(%+v): %v", r, err)
+		}
 	}
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: " "}); !errors.Is(err, backend.ErrInvalidRequest) {
-		t.Errorf("Release blank owner: %v", err)
+	for _, r := range []backend.ReleaseRequest{
+		{Key: "k", Owner: " ", Attempt: a},
+		{Key: "k", Owner: "o", Attempt: ""},
+		{Key: "k", Owner: "o", Attempt: "é"},
+	} {
+		if err := b.Release(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
+			t.Errorf("Release(%+v): %v", r, err)
+		}
 	}
 	if keys := c.Keys(ctx, b.cfg.prefix+"*").Val(); len(keys) != 0 {
 		t.Fatalf("invalid requests created keys: %q", keys)
@@ -148,7 +165,7 @@ func TestRedisErrorReplyIsWrapped(t *testing.T) {
 	if err := c.Set(ctx, b.LeaseKey("k"), "not a hash", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
 	var rerr goredis.Error
 	if err == nil || !errors.As(err, &rerr) || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("Acquire over a wrong-type key = %+v, %v; want a wrapped Redis error", g, err)
@@ -156,11 +173,28 @@ func TestRedisErrorReplyIsWrapped(t *testing.T) {
 	if g.Acquired || g.Holder != "" {
 		t.Fatalf("a fault came with a grant: %+v", g)
 	}
-	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 1, TTL: time.Second}); err == nil || isNotHeld(err) || !errors.As(err, &rerr) {
+	if _, err := b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Attempt: "a", Token: 1, TTL: time.Second}); err == nil || isNotHeld(err) || !errors.As(err, &rerr) {
 		t.Fatalf("Renew over a wrong-type key: %v", err)
 	}
-	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o"}); err == nil || !errors.As(err, &rerr) {
+	if err := b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o", Attempt: "a"}); err == nil || !errors.As(err, &rerr) {
 		t.Fatalf("Release over a wrong-type key: %v", err)
+	}
+}
+
+// A lease hash with no expiry was not written by the backend (a PERSIST, a
+// hand-made key): acquire says so instead of reporting a holder forever.
+func TestLeaseWithoutExpiryIsAFault(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	mustAcquire(t, b, "k", "alice", time.Minute)
+	if err := c.Persist(ctx, b.LeaseKey("k")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "bob", Attempt: newAttempt(), TTL: time.Second})
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) || !strings.Contains(err.Error(), "has no expiry") || g.Acquired {
+		t.Fatalf("Acquire over a lease without expiry = %+v, %v; want a Redis error naming it", g, err)
 	}
 }
 
@@ -176,29 +210,44 @@ func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
 	opt.MaxRetries = -1
 	c := goredis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
+	// New's policy check meets the missing server: a fault, not a policy.
+	if _, err := New(c); err == nil || errors.Is(err, ErrEvictionPolicy) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("New with no server: %v; want a fault without the password", err)
+	}
 	var logs bytes.Buffer
-	b, err := New(c, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	logged := &signalHandler{
+		Handler: slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		seen:    make(chan struct{}, 1),
+	}
+	b, err := New(c, WithEvictionAllowed(), WithLogger(slog.New(logged)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	ctx := ctxT(t)
 
-	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
 	if err == nil || g.Acquired {
 		t.Fatalf("Acquire with no server = %+v, %v", g, err)
 	}
 	errs := []error{err}
-	_, err = b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Token: 1, TTL: time.Second})
+	_, err = b.Renew(ctx, backend.RenewRequest{Key: "k", Owner: "o", Attempt: "a", Token: 1, TTL: time.Second})
 	if err == nil || isNotHeld(err) {
 		t.Fatalf("Renew with no server: %v", err)
 	}
-	errs = append(errs, err, b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o"}))
+	errs = append(errs, err, b.Release(ctx, backend.ReleaseRequest{Key: "k", Owner: "o", Attempt: "a"}))
 
-	// Let the watch fail and log a couple of times.
-	wctx, cancel := withTimeout(ctx, 300*time.Millisecond)
+	// Let the watch fail and log, then end it.
+	wctx, cancel := withTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := b.WatchReleases(wctx, func(string) {}); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- b.WatchReleases(wctx, func(string) {}) }()
+	select {
+	case <-logged.seen:
+	case <-wctx.Done():
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatalf("WatchReleases: %v", err)
 	}
 	for _, e := range errs {
@@ -215,4 +264,20 @@ func TestUnreachableServerIsAFaultAndLeaksNoCredentials(t *testing.T) {
 	if strings.Contains(logs.String(), secret) {
 		t.Fatalf("log leaks the password: %s", logs.String())
 	}
+}
+
+// signalHandler is a slog.Handler that also signals each record it handles,
+// so a test can await a log line instead of sleeping.
+type signalHandler struct {
+	slog.Handler
+	seen chan struct{}
+}
+
+func (h *signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	select {
+	case h.seen <- struct{}{}:
+	default:
+	}
+	return err
 }

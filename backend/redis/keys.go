@@ -14,7 +14,7 @@ func hashTag(key string) string {
 }
 
 // LeaseKey returns the Redis key of the hash that holds key's lease (owner,
-// token, meta), for inspection with redis-cli.
+// attempt, token, meta), for inspection with redis-cli.
 func (b *Backend) LeaseKey(key string) string {
 	return b.cfg.prefix + hashTag(key) + ":lease"
 }

@@ -20,7 +20,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		return backend.Grant{}, err
 	}
 	keys := []string{b.LeaseKey(r.Key), b.TokenKey(r.Key)}
-	args := []any{r.Owner, ttlMillis(r.TTL), r.Metadata, b.cfg.restartGrace.Milliseconds()}
+	args := []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, graceMillis(b.cfg.restartGrace)}
 
 	var (
 		reply any
@@ -51,7 +51,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 func (b *Backend) unconfirmed(ctx context.Context, r backend.AcquireRequest, token uint64, acked int64) (backend.Grant, error) {
 	b.cfg.logger.WarnContext(ctx, "redis: grant not confirmed by replicas, releasing it",
 		"key", r.Key, "token", token, "acked", acked, "wanted", b.cfg.replicas)
-	err := b.Release(ctx, backend.ReleaseRequest{Key: r.Key, Owner: r.Owner, Token: token})
+	err := b.Release(ctx, backend.ReleaseRequest{Key: r.Key, Owner: r.Owner, Attempt: r.Attempt, Token: token})
 	if err != nil {
 		// The grant may still stand: report a fault, so that the engine cleans
 		// up as after any ambiguous acquire.
@@ -61,8 +61,8 @@ func (b *Backend) unconfirmed(ctx context.Context, r backend.AcquireRequest, tok
 	return backend.Grant{Acquired: false}, nil
 }
 
-// Renew implements backend.Backend. A holding that no longer matches owner and
-// token gives an error wrapping backend.ErrNotHeld; with replica confirmation
+// Renew implements backend.Backend. A holding that no longer matches owner,
+// attempt and token gives an error wrapping backend.ErrNotHeld; with replica confirmation
 // on, a renewal too few replicas acknowledged gives one wrapping
 // ErrNotConfirmed.
 func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
@@ -73,7 +73,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 		return backend.Grant{}, err
 	}
 	keys := []string{b.LeaseKey(r.Key)}
-	args := []any{r.Owner, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL)}
+	args := renewArgs(r)
 
 	var (
 		reply any
@@ -105,8 +105,14 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	return g, nil
 }
 
-// Release implements backend.Backend. It publishes the key on the release
-// channel when a holding ended and notifications are on.
+// renewArgs are the renew script's arguments (scripts/CONTRACT.md).
+func renewArgs(r backend.RenewRequest) []any {
+	return []any{r.Owner, r.Attempt, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL)}
+}
+
+// Release implements backend.Backend. It ends r.Attempt's holding (the one
+// with r.Token, or whatever its token when r.Token is 0) and, when one ended
+// and notifications are on, publishes the key on the release channel.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -122,11 +128,19 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if b.cfg.notify {
 		channel = b.Channel()
 	}
-	err := releaseScript.Run(ctx, b.client, []string{b.LeaseKey(r.Key)}, r.Owner, token, channel, r.Key).Err()
+	err := releaseScript.Run(ctx, b.client, []string{b.LeaseKey(r.Key)}, r.Owner, r.Attempt, token, channel, r.Key).Err()
 	if err != nil {
 		return fmt.Errorf("redis: release %q: %w", r.Key, err)
 	}
 	return nil
+}
+
+// graceMillis rounds up like ttlMillis: a grace never ends early.
+func graceMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return ttlMillis(d)
 }
 
 // ttlMillis rounds up, so that the server never holds a lease for less than

@@ -25,23 +25,9 @@ func newManager(t *testing.T, b *Backend, owner string) *leasehold.Manager {
 	return m
 }
 
-// lostWithin waits for l to be lost and returns when that was observed.
-func lostWithin(t *testing.T, l *leasehold.Lease, d time.Duration) time.Time {
-	t.Helper()
-	select {
-	case <-l.Lost():
-	case <-time.After(d):
-		t.Fatalf("lease %q not lost within %v", l.Name(), d)
-	}
-	if !errors.Is(l.Err(), leasehold.ErrLost) {
-		t.Fatalf("Err() = %v, want ErrLost", l.Err())
-	}
-	return time.Now()
-}
-
-// The server dies with a lease held: the holder is told it lost the lease no
-// later than its TTL after the server died (its last confirmed renewal was
-// sent before that).
+// The server dies with a lease held: once a TTL has passed since the server
+// died (so since the holder's last confirmed renewal was sent), the holder's
+// handle reports the loss, and the LostEvent follows.
 func TestManagerHolderLostWithinTTLWhenServerDies(t *testing.T) {
 	s := redistest.Start(t)
 	b := newTestBackend(t, redistest.NewClient(t, s.Addr()))
@@ -55,18 +41,23 @@ func TestManagerHolderLostWithinTTLWhenServerDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Kill()
-	killed := time.Now()
-	// Generous slack for timers on a loaded machine, but well under a TTL.
-	lostAt := lostWithin(t, l, ttl+300*time.Millisecond)
-	if el := lostAt.Sub(killed); el > ttl+300*time.Millisecond {
-		t.Fatalf("lost %v after the server died, TTL %v", el, ttl)
+	// Time itself is what is tested: the handle checks its local deadline
+	// when asked, so this holds however late the engine's timers run.
+	time.Sleep(ttl)
+	if err := l.Err(); !errors.Is(err, leasehold.ErrLost) {
+		t.Fatalf("a TTL after the server died, Err() = %v, want ErrLost", err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("Lost() not closed once Err reports the loss")
 	}
 	select {
 	case e := <-sub.Events():
 		if e.Name != "job" || e.Token != l.Token() {
 			t.Fatalf("LostEvent %+v", e)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("no LostEvent")
 	}
 }
@@ -75,6 +66,16 @@ func TestManagerHolderLostWithinTTLWhenServerDies(t *testing.T) {
 // is granted the name while the previous holder still believes it holds it,
 // and the new token outbids the old.
 func TestManagerNoDoubleHoldAcrossRestart(t *testing.T) {
+	testManagerNoDoubleHoldAcrossRestart(t, false)
+}
+
+// The same after a restart from an older snapshot, where the fence counter
+// survives (behind) and only the lease is lost.
+func TestManagerNoDoubleHoldAcrossRestartFromOldSnapshot(t *testing.T) {
+	testManagerNoDoubleHoldAcrossRestart(t, true)
+}
+
+func testManagerNoDoubleHoldAcrossRestart(t *testing.T, snapshot bool) {
 	s := redistest.Start(t)
 	const ttl = time.Second
 	ca, cb := redistest.NewClient(t, s.Addr()), redistest.NewClient(t, s.Addr())
@@ -83,35 +84,39 @@ func TestManagerNoDoubleHoldAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUptime(t, s, ttl)
+	waitGraceOver(t, s, ttl)
 	alice, bob := newManager(t, ba, "alice"), newManager(t, bb, "bob")
 
+	if snapshot {
+		// A holding before the snapshot leaves a counter in it.
+		l, err := alice.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.Save(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	la, err := alice.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Restart()
+	restart(t, s, ca, cb)
 
-	type result struct {
-		l   *leasehold.Lease
-		err error
-		at  time.Time
+	lb, err := bob.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl), leasehold.WithWait(20*time.Second))
+	if err != nil {
+		t.Fatalf("bob: %v", err)
 	}
-	got := make(chan result, 1)
-	go func() {
-		l, err := bob.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl), leasehold.WithWait(10*time.Second))
-		got <- result{l, err, time.Now()}
-	}()
-	lostAt := lostWithin(t, la, ttl+time.Second)
-	r := <-got
-	if r.err != nil {
-		t.Fatalf("bob: %v", r.err)
+	// The handle checks its local deadline when asked: this does not depend
+	// on when alice's engine gets to run.
+	if err := la.Err(); !errors.Is(err, leasehold.ErrLost) {
+		t.Fatalf("bob was granted the name while alice still holds it (alice: %v)", err)
 	}
-	if r.at.Before(lostAt) {
-		t.Fatalf("bob was granted the name %v before alice knew she had lost it", lostAt.Sub(r.at))
-	}
-	if r.l.Token() <= la.Token() {
-		t.Fatalf("bob's token %d <= alice's %d", r.l.Token(), la.Token())
+	if lb.Token() <= la.Token() {
+		t.Fatalf("bob's token %d <= alice's %d", lb.Token(), la.Token())
 	}
 }
 
@@ -138,15 +143,15 @@ func TestManagerDeadLinkLosesBeforeAnotherIsGranted(t *testing.T) {
 		p.Blackhole(false)
 		p.CutAll()
 	}()
-	lb, err := bob.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl), leasehold.WithWait(10*time.Second))
+	lb, err := bob.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl), leasehold.WithWait(20*time.Second))
 	if err != nil {
 		t.Fatalf("bob: %v", err)
 	}
-	grantedAt := time.Now()
+	// Lost() checks alice's local deadline itself: deterministic under load.
 	select {
 	case <-la.Lost():
 	default:
-		t.Fatalf("bob was granted the name at %v while alice still held it", grantedAt)
+		t.Fatal("bob was granted the name while alice still held it")
 	}
 	if lb.Token() <= la.Token() {
 		t.Fatalf("bob's token %d <= alice's %d", lb.Token(), la.Token())

@@ -18,6 +18,7 @@ type config struct {
 	replicas       int
 	confirmTimeout time.Duration
 	restartGrace   time.Duration
+	allowEviction  bool
 	logger         *slog.Logger
 	// watchIdle is how long the release watch waits for a message before it
 	// pings the server to check the connection; unexported so tests can
@@ -67,14 +68,34 @@ func WithReplicaConfirmation(replicas int, timeout time.Duration) Option {
 	}
 }
 
-// WithRestartGrace refuses to grant a name whose fencing counter is missing
-// until the Redis server has been up for at least d. Default 0 (off). Set it to
-// the longest TTL in use when Redis runs without persistence: after a restart
-// that lost the data, nobody is then granted a name while its previous holder
-// may still believe it holds it. Refused acquires report not acquired, with no
-// holder and HolderExpiresAt at the end of the grace.
+// WithRestartGrace refuses to grant a free name until the Redis server that
+// holds it has been up for at least d. Default 0 (off). Set it to the longest
+// TTL in use: after a restart that lost writes (no persistence, an older RDB
+// snapshot, the unsynced last second of an everysec AOF) a lease may be gone
+// while its holder still believes it holds it, and nobody is granted that name
+// until the holder's TTL has surely run out. Refused acquires report not
+// acquired, with no holder, HolderExpiresAt at the end of the grace and
+// HolderExpiresIn the time left.
+//
+// The acquire script reads the server's uptime with INFO server when the name
+// is free (a few microseconds on the server), so INFO must be callable from
+// scripts; otherwise such acquires fail with an error saying so. That uptime
+// is in whole seconds, so the grace may last up to 2 s longer than d, never
+// less. A failover to a replica is not covered (a promoted replica is not
+// young): use WithReplicaConfirmation for that.
 func WithRestartGrace(d time.Duration) Option {
 	return func(c *config) { c.restartGrace = d }
+}
+
+// WithEvictionAllowed makes New skip its check of the servers'
+// maxmemory-policy, accepting the risk it guards against: with any policy but
+// noeviction, Redis under memory pressure may delete a live lease (every lease
+// has a TTL, so volatile-* policies pick them too) and grant its name to a
+// second holder while the first still works. Use it when the policy is
+// noeviction but cannot be read (CONFIG renamed or disabled, an ACL without
+// +config), or when you accept eviction. New then makes no network call.
+func WithEvictionAllowed() Option {
+	return func(c *config) { c.allowEviction = true }
 }
 
 // WithLogger sets where the backend logs confirmation failures and watch

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -88,8 +87,7 @@ func (b *Backend) renewPipeline(ctx context.Context, rs []backend.RenewRequest, 
 		cmds := make([]*goredis.Cmd, len(sent))
 		for j, i := range sent {
 			r := rs[i]
-			cmds[j] = renewScript.EvalSha(ctx, p, []string{b.LeaseKey(r.Key)},
-				r.Owner, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL))
+			cmds[j] = renewScript.EvalSha(ctx, p, []string{b.LeaseKey(r.Key)}, renewArgs(r)...)
 		}
 		var wait *goredis.Cmd
 		if b.cfg.replicas > 0 {

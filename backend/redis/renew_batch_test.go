@@ -15,20 +15,26 @@ func TestRenewBatch(t *testing.T) {
 	c := redistest.NewClient(t, s.Addr())
 	b := newTestBackend(t, c)
 	ctx := ctxT(t)
-	g1 := mustAcquire(t, b, "one", "alice", time.Second)
-	g2 := mustAcquire(t, b, "two {x}", "alice", time.Second)
-	gb := mustAcquire(t, b, "bob's", "bob", time.Second)
+	// Long TTLs: a renewal must find them live however loaded the machine.
+	g1 := mustAcquire(t, b, "one", "alice", 10*time.Second)
+	g2 := mustAcquire(t, b, "two {x}", "alice", 10*time.Second)
+	gb := mustAcquire(t, b, "bob's", "bob", 10*time.Second)
 
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	otherAttempt := g1.renew(time.Minute)
+	otherAttempt.Attempt = newAttempt()
+	stale := g1.renew(time.Minute)
+	stale.Token++
 	reqs := []backend.RenewRequest{
-		{Key: "one", Owner: "alice", Token: g1.Token, TTL: time.Minute},
-		{Key: "bob's", Owner: "alice", Token: gb.Token, TTL: time.Minute}, // not hers
-		{Key: "", Owner: "alice", Token: 1, TTL: time.Minute},             // invalid
-		{Key: "two {x}", Owner: "alice", Token: g2.Token, TTL: time.Minute},
-		{Key: "one", Owner: "alice", Token: g1.Token + 1, TTL: time.Minute}, // stale token
-		{Key: "gone", Owner: "alice", Token: 7, TTL: time.Minute},
+		g1.renew(time.Minute),
+		{Key: "bob's", Owner: "alice", Attempt: gb.attempt, Token: gb.Token, TTL: time.Minute}, // not hers
+		{Key: "", Owner: "alice", Attempt: g1.attempt, Token: 1, TTL: time.Minute},             // invalid
+		g2.renew(time.Minute),
+		stale,
+		{Key: "gone", Owner: "alice", Attempt: g1.attempt, Token: 7, TTL: time.Minute},
+		otherAttempt, // alice's, but another attempt's
 	}
 	res, err := b.RenewBatch(ctx, reqs)
 	if err != nil {
@@ -45,7 +51,7 @@ func TestRenewBatch(t *testing.T) {
 			t.Errorf("%q not extended: PTTL %v", reqs[i].Key, pttl)
 		}
 	}
-	for _, i := range []int{1, 4, 5} {
+	for _, i := range []int{1, 4, 5, 6} {
 		if !isNotHeld(res[i].Err) {
 			t.Errorf("result %d: %v, want ErrNotHeld", i, res[i].Err)
 		}
@@ -53,7 +59,7 @@ func TestRenewBatch(t *testing.T) {
 	if !errors.Is(res[2].Err, backend.ErrInvalidRequest) {
 		t.Errorf("invalid request: %v", res[2].Err)
 	}
-	if pttl := c.PTTL(ctx, b.LeaseKey("bob's")).Val(); pttl > 2*time.Second {
+	if pttl := c.PTTL(ctx, b.LeaseKey("bob's")).Val(); pttl > 10*time.Second {
 		t.Errorf("bob's lease was extended by alice: %v", pttl)
 	}
 
@@ -69,7 +75,7 @@ func TestRenewBatchFaultFailsWholeBatch(t *testing.T) {
 	p := redistest.NewProxy(t, s.Addr())
 	b := newTestBackend(t, redistest.NewClient(t, p.Addr()))
 	g := mustAcquire(t, b, "k", "alice", time.Minute)
-	reqs := []backend.RenewRequest{{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute}}
+	reqs := []backend.RenewRequest{g.renew(time.Minute)}
 
 	p.DropReplies(true)
 	res, err := b.RenewBatch(ctxT(t), reqs)
@@ -95,17 +101,22 @@ func TestRenewBatchWithReplicaConfirmation(t *testing.T) {
 	primary, replica := startReplicated(t)
 	c := redistest.NewClient(t, primary.Addr())
 	// Generous: a loaded machine may take a while to acknowledge.
-	b := newTestBackend(t, c, WithReplicaConfirmation(1, 2*time.Second))
+	b := newTestBackend(t, c, WithReplicaConfirmation(1, 4*time.Second))
 	g := mustAcquire(t, b, "k", "alice", time.Minute)
 	reqs := []backend.RenewRequest{
-		{Key: "k", Owner: "alice", Token: g.Token, TTL: time.Minute},
-		{Key: "gone", Owner: "alice", Token: 1, TTL: time.Minute},
+		g.renew(time.Minute),
+		{Key: "gone", Owner: "alice", Attempt: g.attempt, Token: 1, TTL: time.Minute},
 	}
 	res, err := b.RenewBatch(ctxT(t), reqs)
 	if err != nil || res[0].Err != nil || !isNotHeld(res[1].Err) {
 		t.Fatalf("confirmed batch: %v, %v", res, err)
 	}
 	replica.Kill()
+	// Nothing can be confirmed now: a short timeout says so sooner.
+	b, err = New(c, WithKeyPrefix(b.cfg.prefix), WithReplicaConfirmation(1, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err = b.RenewBatch(ctxT(t), reqs)
 	if err != nil || !errors.Is(res[0].Err, ErrNotConfirmed) || !isNotHeld(res[1].Err) {
 		t.Fatalf("batch with the replica down: %v, %v", res, err)

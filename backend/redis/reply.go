@@ -13,30 +13,45 @@ import (
 // the same SHA, or a proxy mangling replies.
 var errReply = errors.New("unexpected reply from script")
 
-// parseAcquire reads {1, token, expires_ms} or {0, holder, holder_expires_ms}.
+// parseAcquire reads {1, token, expires_ms} or
+// {0, holder, holder_token, holder_expires_ms, holder_pttl_ms}
+// (scripts/CONTRACT.md).
 func parseAcquire(reply any) (backend.Grant, error) {
 	a, ok := reply.([]any)
-	if !ok || len(a) != 3 {
+	if !ok || len(a) == 0 {
 		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
-	flag, err1 := asInt(a[0])
-	ms, err2 := asInt(a[2])
-	if err1 != nil || err2 != nil {
+	flag, err := asInt(a[0])
+	if err != nil {
 		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
 	if flag == 1 {
-		token, err := asUint(a[1])
-		if err != nil || token == 0 {
-			return backend.Grant{}, fmt.Errorf("%w: bad token in %v", errReply, reply)
+		if len(a) != 3 {
+			return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
+		}
+		token, err1 := asUint(a[1])
+		ms, err2 := asInt(a[2])
+		if err1 != nil || err2 != nil || token == 0 {
+			return backend.Grant{}, fmt.Errorf("%w: bad grant %v", errReply, reply)
 		}
 		return backend.Grant{Acquired: true, Token: token, ExpiresAt: time.UnixMilli(ms)}, nil
 	}
-	holder, _ := a[1].(string)
-	g := backend.Grant{Holder: holder}
-	if ms > 0 {
-		g.HolderExpiresAt = time.UnixMilli(ms)
+	if len(a) != 5 {
+		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
-	return g, nil
+	holder, ok := a[1].(string)
+	token, err1 := asUint(a[2])
+	ms, err2 := asInt(a[3])
+	pttl, err3 := asInt(a[4])
+	if !ok || err1 != nil || err2 != nil || err3 != nil || pttl < 0 {
+		return backend.Grant{}, fmt.Errorf("%w: bad refusal %v", errReply, reply)
+	}
+	return backend.Grant{
+		Holder:          holder,
+		HolderToken:     token,
+		HolderExpiresAt: time.UnixMilli(ms),
+		HolderExpiresIn: time.Duration(pttl) * time.Millisecond,
+	}, nil
 }
 
 // parseRenew reads {1, expires_ms} or {0, holder}.

@@ -7,7 +7,7 @@ import (
 )
 
 // The scripts are the whole server side of the backend: one atomic step per
-// operation. Script.Run calls them by SHA and falls back to EVAL (which also
+// operation, each described in scripts/CONTRACT.md. Script.Run calls them by SHA and falls back to EVAL (which also
 // caches them) when the server does not know them yet, e.g. after a restart.
 var (
 	//go:embed scripts/acquire.lua
@@ -16,8 +16,14 @@ var (
 	renewSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/inspect.lua
+	inspectSrc string
+	//go:embed scripts/revoke.lua
+	revokeSrc string
 
 	acquireScript = goredis.NewScript(acquireSrc)
 	renewScript   = goredis.NewScript(renewSrc)
 	releaseScript = goredis.NewScript(releaseSrc)
+	inspectScript = goredis.NewScript(inspectSrc)
+	revokeScript  = goredis.NewScript(revokeSrc)
 )

@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/sqlserver"
+	"github.com/leasehold/leasehold/election"
 )
 
 type config struct {
@@ -90,21 +91,28 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}()
 	fmt.Fprintf(out, "%s: campaigning for %q on %s\n", c.owner, c.job, where)
 
-	for led := 0; c.terms == 0 || led < c.terms; led++ {
-		l, err := m.Acquire(ctx, c.job, leasehold.WithTTL(c.ttl), leasehold.WithWait(leasehold.WaitForever))
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s: LEADER of %q with fencing token %d\n", c.owner, c.job, l.Token())
-		lead(ctx, l, c, out)
-		switch cause := context.Cause(l.Context()); {
-		case errors.Is(cause, leasehold.ErrLost):
-			fmt.Fprintf(out, "%s: LOST leadership (token %d): %v\n", c.owner, l.Token(), cause)
-		default:
-			if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-				fmt.Fprintf(out, "%s: release failed (the lease will expire): %v\n", c.owner, err)
-			}
-			fmt.Fprintf(out, "%s: stepped down (token %d)\n", c.owner, l.Token())
+	// One election.Run per term: ending a term's context resigns (the lease
+	// is released at once, and a waiting process takes over).
+	for led := 0; c.terms == 0 || led < c.terms; {
+		term, endTerm := context.WithCancel(ctx)
+		err := election.Run(term, m, c.job, election.Callbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				led++
+				l, _ := leasehold.LeaseFrom(lctx)
+				fmt.Fprintf(out, "%s: LEADER of %q with fencing token %d\n", c.owner, c.job, l.Token())
+				lead(lctx, l, c, out)
+				switch cause := context.Cause(l.Context()); {
+				case errors.Is(cause, leasehold.ErrLost):
+					fmt.Fprintf(out, "%s: LOST leadership (token %d): %v\n", c.owner, l.Token(), cause)
+				default:
+					fmt.Fprintf(out, "%s: stepped down (token %d)\n", c.owner, l.Token())
+				}
+				endTerm() // resign now that the term is over (a no-op if the lease was lost)
+			},
+		}, leasehold.WithTTL(c.ttl))
+		endTerm()
+		if err != nil || ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
 		}
 		// Rest one unit of work before campaigning again, so that a waiting
 		// process (woken by the release notification) takes over.
@@ -117,9 +125,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	return nil
 }
 
-// lead does units of work under the lease's context until the term ends, the
-// lease is lost or ctx ends. Real work would pass l.Token() to the resource
-// it writes, which rejects writes carrying an older token.
+// lead does units of work under the leadership's context until the term
+// ends or leadership ends. Real work would pass l.Token() to the resource it
+// writes, which rejects writes carrying an older token.
 func lead(ctx context.Context, l *leasehold.Lease, c config, out io.Writer) {
 	var termEnd <-chan time.Time
 	if c.term > 0 {
@@ -132,8 +140,6 @@ func lead(ctx context.Context, l *leasehold.Lease, c config, out io.Writer) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-l.Context().Done():
 			return
 		case <-termEnd:
 			return

@@ -61,8 +61,8 @@ func main() {
 			defer m.Close(context.Background())
 			for ctx.Err() == nil {
 				err := m.Do(ctx, "leader", func(work context.Context) error {
-					l := m.Held()[0]
-					fmt.Printf("%s %s leads (token %d)\n", stamp(), name, l.Token)
+					l, _ := leasehold.LeaseFrom(work) // the lease Do holds
+					fmt.Printf("%s %s leads (token %d)\n", stamp(), name, l.Token())
 					if name == "worker-2" {
 						link.cut.Store(true) // renewals stop getting through
 						defer link.cut.Store(false)

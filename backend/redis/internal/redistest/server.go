@@ -17,7 +17,9 @@ import (
 const startTimeout = 10 * time.Second
 
 // Server is a redis-server process owned by one test, listening on a free
-// loopback port, with no persistence. It is stopped in t.Cleanup.
+// loopback port, with no automatic persistence (no save points, no AOF): only
+// an explicit SAVE writes a snapshot, to the server's own directory. It is
+// stopped in t.Cleanup.
 type Server struct {
 	t    testing.TB
 	bin  string
@@ -65,7 +67,9 @@ func (s *Server) Kill() {
 }
 
 // Restart kills the server and starts a new one on the same port and with the
-// same arguments: an empty server, as after a crash without persistence.
+// same arguments. Without a SAVE before, it comes back empty, as after a crash
+// without persistence; after a SAVE it loads that snapshot, as after a crash
+// that lost every write since (an older RDB, the unsynced tail of an AOF).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()

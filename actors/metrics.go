@@ -1,0 +1,146 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metrics are the OpenTelemetry instruments of one Manager. No instrument
+// carries the lease name: names are unbounded, and a metric per name would
+// grow without limit in every backend the application exports to.
+//
+// Every attribute set is made once here, so recording allocates nothing.
+type Metrics struct {
+	acquireDuration metric.Float64Histogram
+	held            metric.Int64UpDownCounter
+	renewals        metric.Int64Counter
+	losses          metric.Int64Counter
+	calls           metric.Int64Counter
+	callDuration    metric.Float64Histogram
+
+	acquireOutcome map[string]metric.MeasurementOption
+	renewOK        metric.MeasurementOption
+	renewFailed    metric.MeasurementOption
+	lossReason     map[int]metric.MeasurementOption
+	callAttrs      map[[2]string]metric.MeasurementOption
+}
+
+// Outcomes and operations, as the attribute values name them.
+const (
+	OutcomeAcquired    = "acquired"
+	OutcomeNotAcquired = "not_acquired"
+	OutcomeCanceled    = "canceled"
+	OutcomeError       = "error"
+
+	opAcquire    = "acquire"
+	opRenew      = "renew"
+	opRelease    = "release"
+	opRenewBatch = "renew_batch"
+
+	callOK      = "ok"
+	callNotHeld = "not_held"
+	callError   = "error"
+)
+
+// secondsBuckets suit both a memory call (microseconds) and a long wait: the
+// SDK's default buckets are meant for milliseconds.
+var secondsBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// NewMetrics makes the instruments on p's meter "github.com/leasehold/leasehold".
+func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
+	meter := p.Meter("github.com/leasehold/leasehold")
+	m := &Metrics{
+		acquireOutcome: map[string]metric.MeasurementOption{},
+		lossReason:     map[int]metric.MeasurementOption{},
+		callAttrs:      map[[2]string]metric.MeasurementOption{},
+	}
+	var errs [6]error
+	m.acquireDuration, errs[0] = meter.Float64Histogram("leasehold.acquire.duration",
+		metric.WithUnit("s"), metric.WithDescription("Time Acquire took, waiting included, by outcome."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	m.held, errs[1] = meter.Int64UpDownCounter("leasehold.leases.held",
+		metric.WithDescription("Leases this Manager holds now."))
+	m.renewals, errs[2] = meter.Int64Counter("leasehold.renewals",
+		metric.WithDescription("Renewals answered, by outcome (failed: not confirmed or rejected)."))
+	m.losses, errs[3] = meter.Int64Counter("leasehold.losses",
+		metric.WithDescription("Leases lost, by reason."))
+	m.calls, errs[4] = meter.Int64Counter("leasehold.backend.calls",
+		metric.WithDescription("Backend calls, by operation and outcome."))
+	m.callDuration, errs[5] = meter.Float64Histogram("leasehold.backend.duration",
+		metric.WithUnit("s"), metric.WithDescription("Backend call latency, by operation and outcome."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	set := func(kv ...attribute.KeyValue) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(kv...))
+	}
+	outcome := func(v string) attribute.KeyValue { return attribute.String("leasehold.outcome", v) }
+	for _, o := range []string{OutcomeAcquired, OutcomeNotAcquired, OutcomeCanceled, OutcomeError} {
+		m.acquireOutcome[o] = set(outcome(o))
+	}
+	m.renewOK, m.renewFailed = set(outcome("ok")), set(outcome("failed"))
+	m.lossReason[1] = set(attribute.String("leasehold.reason", "expired"))
+	m.lossReason[2] = set(attribute.String("leasehold.reason", "rejected"))
+	for _, op := range []string{opAcquire, opRenew, opRelease, opRenewBatch} {
+		for _, o := range []string{callOK, callNotHeld, callError} {
+			m.callAttrs[[2]string{op, o}] = set(attribute.String("leasehold.operation", op), outcome(o))
+		}
+	}
+	return m, nil
+}
+
+// Acquired records one Acquire call of the public API.
+func (m *Metrics) Acquired(ctx context.Context, took time.Duration, outcome string) {
+	if m != nil {
+		// Without the caller's cancellation: the SDK drops a measurement
+		// whose context has ended, and "canceled" is one of the outcomes.
+		m.acquireDuration.Record(context.WithoutCancel(ctx), took.Seconds(), m.acquireOutcome[outcome])
+	}
+}
+
+func (m *Metrics) heldDelta(d int64) {
+	if m != nil {
+		m.held.Add(context.Background(), d)
+	}
+}
+
+func (m *Metrics) renewed(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.renewals.Add(context.Background(), 1, m.renewOK)
+	} else {
+		m.renewals.Add(context.Background(), 1, m.renewFailed)
+	}
+}
+
+func (m *Metrics) lost(reason int) {
+	if m != nil {
+		m.losses.Add(context.Background(), 1, m.lossReason[reason])
+	}
+}
+
+// called records one backend call (a batch counts once, as renew_batch).
+func (m *Metrics) called(op string, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	o := callOK
+	switch {
+	case err == nil:
+	case errors.Is(err, backend.ErrNotHeld):
+		o = callNotHeld
+	default:
+		o = callError
+	}
+	attrs := m.callAttrs[[2]string{op, o}]
+	m.calls.Add(context.Background(), 1, attrs)
+	m.callDuration.Record(context.Background(), took.Seconds(), attrs)
+}

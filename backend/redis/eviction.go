@@ -1,0 +1,62 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// policyCheckTimeout bounds New's maxmemory-policy check; NewContext uses
+// its caller's context instead.
+const policyCheckTimeout = 5 * time.Second
+
+// checkEviction makes sure no server behind the client may evict a lease: each
+// one's maxmemory-policy must be noeviction. Every lease hash carries a TTL, so
+// the volatile-* policies evict leases as readily as the allkeys-* ones, and
+// an evicted lease frees a name while its holder works.
+//
+// A server that answers CONFIG GET with an error (CONFIG renamed or disabled,
+// an ACL without +config) gives ErrEvictionPolicy, naming WithEvictionAllowed;
+// a fault on the way (no connection, ctx ending) is returned as such.
+func (b *Backend) checkEviction(ctx context.Context) error {
+	switch c := b.client.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, checkPolicy)
+	case *goredis.Ring:
+		return c.ForEachShard(ctx, checkPolicy)
+	case *goredis.Client:
+		return checkPolicy(ctx, c)
+	}
+	return policyOf(ctx, b.client, "the server")
+}
+
+func checkPolicy(ctx context.Context, c *goredis.Client) error {
+	return policyOf(ctx, c, c.Options().Addr)
+}
+
+// policyOf checks the policy of the server c talks to; where names it in
+// errors (an address, never credentials).
+func policyOf(ctx context.Context, c goredis.Cmdable, where string) error {
+	vals, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		var reply goredis.Error
+		if errors.As(err, &reply) {
+			return fmt.Errorf("%w: cannot read maxmemory-policy on %s (%v); if CONFIG is disabled there, make sure the policy is noeviction and pass WithEvictionAllowed",
+				ErrEvictionPolicy, where, err)
+		}
+		return fmt.Errorf("redis: checking maxmemory-policy on %s: %w", where, err)
+	}
+	policy, ok := vals["maxmemory-policy"]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %s did not report its maxmemory-policy; make sure it is noeviction and pass WithEvictionAllowed",
+			ErrEvictionPolicy, where)
+	case policy != "noeviction":
+		return fmt.Errorf("%w: maxmemory-policy is %q on %s: under memory pressure Redis may delete a live lease (every lease has a TTL) and grant its name to a second holder; set it to noeviction, or accept the risk with WithEvictionAllowed",
+			ErrEvictionPolicy, policy, where)
+	}
+	return nil
+}

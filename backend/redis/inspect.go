@@ -1,0 +1,97 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+var (
+	_ backend.Inspector = (*Backend)(nil)
+	_ backend.Revoker   = (*Backend)(nil)
+)
+
+// Inspect implements backend.Inspector: the live holding of key, read in one
+// script so that the fields and the remaining time belong together.
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	if err := backend.CheckText("key", key); err != nil {
+		return backend.Holding{}, false, err
+	}
+	if err := b.closed(); err != nil {
+		return backend.Holding{}, false, err
+	}
+	reply, err := inspectScript.Run(ctx, b.client, []string{b.LeaseKey(key)}).Result()
+	if err != nil {
+		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
+	}
+	h, held, err := parseHolding(key, reply)
+	if err != nil {
+		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
+	}
+	return h, held, nil
+}
+
+// Revoke implements backend.Revoker: it ends the live holding of key (the one
+// with token, or any when token is 0), whoever holds it, and announces it like
+// a release. The fence counter stays, so the token is never issued again and
+// the holder's next renewal is refused.
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	if err := backend.CheckText("key", key); err != nil {
+		return backend.Holding{}, false, err
+	}
+	if err := b.closed(); err != nil {
+		return backend.Holding{}, false, err
+	}
+	channel := ""
+	if b.cfg.notify {
+		channel = b.Channel()
+	}
+	reply, err := revokeScript.Run(ctx, b.client, []string{b.LeaseKey(key)},
+		strconv.FormatUint(token, 10), channel, key).Result()
+	if err != nil {
+		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
+	}
+	h, removed, err := parseHolding(key, reply)
+	if err != nil {
+		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
+	}
+	return h, removed, nil
+}
+
+// parseHolding reads {0} or {1, owner, token, meta, expires_ms, pttl_ms}
+// (scripts/CONTRACT.md).
+func parseHolding(key string, reply any) (backend.Holding, bool, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) == 0 {
+		return backend.Holding{}, false, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	flag, err := asInt(a[0])
+	if err != nil {
+		return backend.Holding{}, false, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	if flag == 0 {
+		return backend.Holding{}, false, nil
+	}
+	if len(a) != 6 {
+		return backend.Holding{}, false, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	owner, ok1 := a[1].(string)
+	meta, ok2 := a[3].(string)
+	token, err1 := asUint(a[2])
+	ms, err2 := asInt(a[4])
+	pttl, err3 := asInt(a[5])
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil {
+		return backend.Holding{}, false, fmt.Errorf("%w: bad holding %v", errReply, reply)
+	}
+	return backend.Holding{
+		Key:       key,
+		Owner:     owner,
+		Token:     token,
+		ExpiresAt: time.UnixMilli(ms),
+		ExpiresIn: time.Duration(pttl) * time.Millisecond,
+		Metadata:  meta,
+	}, true, nil
+}

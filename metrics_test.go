@@ -1,0 +1,181 @@
+package leasehold_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/backend/memory"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// collect reads every data point, as name → attribute set → count or sum.
+func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	key := func(s attribute.Set) string { return s.Encoded(attribute.DefaultEncoder()) }
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			pts := map[string]float64{}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					pts[key(p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					pts[key(p.Attributes)] = float64(p.Count)
+				}
+			}
+			out[m.Name] = pts
+		}
+	}
+	return out
+}
+
+// TestMetrics: each instrument counts what it says, with the documented
+// attributes and no lease name.
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	f, b := backendtest.Wrap(memory.New())
+	m, err := leasehold.New(b, leasehold.WithOwner("o1"), leasehold.WithMeterProvider(provider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	other, err := leasehold.New(b, leasehold.WithOwner("o2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	ctx := context.Background()
+
+	kept, err := m.Acquire(ctx, "kept", leasehold.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.Renew(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Acquire(ctx, "theirs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, "theirs"); !errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Acquire(cancelled, "x"); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	doomed, err := m.Acquire(ctx, "doomed", leasehold.WithTTL(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.FailRenew.Store(true)
+	<-doomed.Lost()
+	f.FailRenew.Store(false)
+	if err := kept.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	got := collect(t, reader)
+	want := map[string]map[string]float64{
+		"leasehold.acquire.duration": {
+			"leasehold.outcome=acquired": 2, "leasehold.outcome=not_acquired": 1, "leasehold.outcome=canceled": 1,
+		},
+		"leasehold.leases.held": {"": 0},
+		"leasehold.losses":      {"leasehold.reason=expired": 1},
+	}
+	for name, pts := range want {
+		for attrs, v := range pts {
+			if got[name][attrs] != v {
+				t.Errorf("%s{%s} = %v, want %v (all: %v)", name, attrs, got[name][attrs], v, got[name])
+			}
+		}
+	}
+	if got["leasehold.renewals"]["leasehold.outcome=ok"] < 1 || got["leasehold.renewals"]["leasehold.outcome=failed"] < 1 {
+		t.Errorf("renewals = %v, want ok and failed ones", got["leasehold.renewals"])
+	}
+	calls := got["leasehold.backend.calls"]
+	for _, a := range []string{"leasehold.operation=acquire,leasehold.outcome=ok", "leasehold.operation=release,leasehold.outcome=ok"} {
+		if calls[a] < 1 {
+			t.Errorf("backend.calls{%s} = %v (all: %v)", a, calls[a], calls)
+		}
+	}
+	if len(got["leasehold.backend.duration"]) == 0 {
+		t.Error("no backend.duration points")
+	}
+	for name, pts := range got {
+		for attrs := range pts {
+			for _, n := range []string{"kept", "theirs", "doomed"} {
+				if attrs != "" && containsValue(attrs, n) {
+					t.Errorf("%s carries a lease name: %s", name, attrs)
+				}
+			}
+		}
+	}
+}
+
+func containsValue(encoded, v string) bool {
+	for i := 0; i+len(v) <= len(encoded); i++ {
+		if encoded[i:i+len(v)] == v && (i == 0 || encoded[i-1] == '=') {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHealthCheck: healthy while renewals are confirmed, unhealthy naming the
+// late lease and the backend's failure when they are not, healthy again once
+// the backend answers; ErrClosed after Close.
+func TestHealthCheck(t *testing.T) {
+	f, b := backendtest.Wrap(memory.New())
+	m, err := leasehold.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job", leasehold.WithTTL(3*time.Second), leasehold.WithRenewEvery(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.HealthCheck(); err != nil {
+		t.Fatalf("healthy Manager: %v", err)
+	}
+	f.FailRenew.Store(true)
+	var herr error
+	for deadline := time.Now().Add(5 * time.Second); herr == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("HealthCheck still nil with renewals failing")
+		}
+		herr = m.HealthCheck()
+	}
+	if !errors.Is(herr, leasehold.ErrUnhealthy) || !errors.Is(herr, backendtest.ErrInjected) {
+		t.Errorf("HealthCheck = %v, want ErrUnhealthy naming the backend's failure", herr)
+	}
+	f.FailRenew.Store(false)
+	for deadline := time.Now().Add(5 * time.Second); m.HealthCheck() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still unhealthy after the backend recovered: %v", m.HealthCheck())
+		}
+	}
+	if l.Err() != nil {
+		t.Errorf("the lease was lost: %v", l.Err())
+	}
+	_ = m.Close(ctx)
+	if err := m.HealthCheck(); !errors.Is(err, leasehold.ErrClosed) {
+		t.Errorf("HealthCheck after Close = %v", err)
+	}
+}
