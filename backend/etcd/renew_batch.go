@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -18,10 +19,10 @@ import (
 const maxBatch = 128
 
 // RenewBatch implements backend.BatchRenewer in two round trips for up to 128
-// renewals: one transaction reads every key, then one keep-alive stream
-// carries the keep-alives of every lease still named by its request,
-// pipelined (the leader answers them in order without waiting for the next
-// request). Renewals asking for another TTL than their lease's move the key
+// renewals: one transaction reads every key, then keep-alive streams (up to
+// four side by side) carry the keep-alives of every lease still named by its
+// request, pipelined (the member answers them in order without waiting for
+// the next request). Renewals asking for another TTL than their lease's move the key
 // to a new lease one by one, as Renew does.
 func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	out := make([]backend.RenewResult, len(rs))
@@ -107,11 +108,48 @@ func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, out
 	return nil
 }
 
-// keepAlive sends one keep-alive per lease on a single stream and returns the
-// TTL the leader reset each to (0 or less: the lease is gone). The stream
+// keepAliveStreams is how many keep-alive streams one batch uses at most, and
+// keepAlivePerStream how many keep-alives fill one first: a member answers
+// the requests of one stream one after the other (forwarding each to the
+// leader when it is a follower), so a few streams side by side divide the
+// wait.
+const (
+	keepAliveStreams   = 4
+	keepAlivePerStream = 32
+)
+
+// keepAlive sends one keep-alive per lease, on up to keepAliveStreams streams
+// side by side, and returns the TTL the leader reset each to (0 or less: the
+// lease is gone).
+func (b *Backend) keepAlive(ctx context.Context, ids []clientv3.LeaseID) ([]int64, error) {
+	n := min(keepAliveStreams, (len(ids)+keepAlivePerStream-1)/keepAlivePerStream)
+	if n <= 1 {
+		return b.keepAliveStream(ctx, ids)
+	}
+	ttls := make([]int64, len(ids))
+	errs := make([]error, n)
+	per := (len(ids) + n - 1) / n
+	var wg sync.WaitGroup
+	for i := range n {
+		lo, hi := i*per, min((i+1)*per, len(ids))
+		wg.Go(func() {
+			t, err := b.keepAliveStream(ctx, ids[lo:hi])
+			errs[i] = err
+			copy(ttls[lo:hi], t)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return ttls, nil
+}
+
+// keepAliveStream sends one keep-alive per lease on a single stream,
+// pipelined, and returns the TTL the leader reset each to. The stream
 // requires a leader, so a member cut off from its cluster fails the batch
 // instead of waiting.
-func (b *Backend) keepAlive(ctx context.Context, ids []clientv3.LeaseID) ([]int64, error) {
+func (b *Backend) keepAliveStream(ctx context.Context, ids []clientv3.LeaseID) ([]int64, error) {
 	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel() // ends the stream
 	stream, err := clientv3.RetryLeaseClient(b.cli).LeaseKeepAlive(sctx)
