@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/etcd/internal/etcdtest"
 )
@@ -55,6 +56,22 @@ func TestMeasureLatency(t *testing.T) {
 	report(t, "Acquire (busy key)", busy)
 	report(t, "Renew", ren)
 	report(t, "Release", rel)
+
+	// What an application sees: Manager.Acquire + Release of a free name.
+	m := newManager(t, b, "measure")
+	var cycle []time.Duration
+	for i := range rounds {
+		start := time.Now()
+		l, err := m.Acquire(ctx, fmt.Sprint("cycle/", i), leasehold.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cycle = append(cycle, time.Since(start))
+	}
+	report(t, "Manager acquire+release cycle", cycle)
 
 	// 100 holdings renewed one Renew at a time, and in one RenewBatch.
 	const n = 100
