@@ -56,10 +56,10 @@
 // reads every key, and keep-alive streams (up to four side by side) on which
 // the keep-alives of every lease are pipelined. Measured on a three-member
 // loopback cluster on a loaded two-core machine, 100 renewals take 26-46 ms
-// in one batch against 180-350 ms one by one (TestMeasureLatency). Leases are
-// not shared between holdings: a shared
-// lease would keep alive a holding whose holder stopped renewing it, and
-// revoking it would end every holding on it.
+// in one batch against 180-350 ms one by one (TestMeasureLatency). Leases
+// are not shared between holdings: a shared lease would keep alive a holding
+// whose holder stopped renewing it, and revoking it would end every holding
+// on it.
 //
 // # Release notifications
 //
