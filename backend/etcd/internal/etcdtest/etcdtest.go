@@ -7,7 +7,6 @@ package etcdtest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -290,6 +289,18 @@ func (m *Member) Resume() {
 	m.stopped = false
 }
 
+// ID is m's member ID, as its cluster knows it.
+func (m *Member) ID() uint64 {
+	st, err := m.status()
+	if err != nil {
+		return 0
+	}
+	return st.Header.MemberId
+}
+
+// WipeData removes a killed member's data directory: it has lost its disk.
+func (m *Member) WipeData() error { return os.RemoveAll(m.dir) }
+
 // Restart starts a killed member again on its data and ports.
 func (c *Cluster) Restart(m *Member) {
 	c.t.Helper()
@@ -345,6 +356,3 @@ func (l *lockedBuffer) tail(n int) string {
 	}
 	return s
 }
-
-// ErrNoLeader is what Leader reports when no member leads.
-var ErrNoLeader = errors.New("etcdtest: no leader")
