@@ -35,7 +35,7 @@ func (s *syncBuffer) String() string {
 
 // TestTwoProcessesElectOneThenHandOver runs two campaigns on a test cluster:
 // one leads, the other sees it; when the leader stops, the other takes over
-// at once with a higher token.
+// at once.
 func TestTwoProcessesElectOneThenHandOver(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	cfg := config{endpoints: c.Endpoints(), name: "job", ttl: 5 * time.Second, minTTL: etcdtest.MinTTL, work: 50 * time.Millisecond}
