@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 )
 
 // identityCases check, through Managers on the backend actor's path, the
@@ -33,9 +34,18 @@ func (s *suite) identityCases() []testCase {
 // it. Close must not crash; no Acquire may hand out a live lease after Close
 // returned; every handle ends released (no LostEvent); every subscription
 // closes; goleak (in the test package's TestMain) finds nothing left.
+//
+// It runs twice: through the counting wrapper (so that every backend's calls
+// go through the backend actor) and on the backend itself (the memory
+// backend's lease actors then call it directly).
 func (s *suite) mCloseEndedContext(t *testing.T) {
 	p := s.pair(t)
-	m := p.manager(t, "o1")
+	t.Run("wrapped", func(t *testing.T) { closeEndedContext(t, p.b, p.prefix+"w/") })
+	t.Run("direct", func(t *testing.T) { closeEndedContext(t, p.raw, p.prefix+"d/") })
+}
+
+func closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
+	m := newManager(t, b, "o1", prefix)
 	sub := m.Subscribe(64)
 	var ls []*leasehold.Lease
 	for i := range 5 {
@@ -96,8 +106,7 @@ func (s *suite) mCloseEndedContext(t *testing.T) {
 		t.Errorf("LostEvent %+v after Close, want none", ev)
 	}
 	// What Close could not release is left to the store's TTL.
-	other := p.manager(t, "o2")
-	mustAcquire(t, other, "l0", leasehold.WithWait(patience))
+	mustAcquire(t, newManager(t, b, "o2", prefix), "l0", leasehold.WithWait(patience))
 }
 
 // mCloseCancelsAcquire: Close(context.Background()) while an acquire is in

@@ -52,6 +52,11 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 			t.Run(c.name, c.run)
 		}
 	})
+	t.Run("Observe", func(t *testing.T) {
+		for _, c := range s.observeCases() {
+			t.Run(c.name, c.run)
+		}
+	})
 	t.Run("Identity", func(t *testing.T) {
 		for _, c := range s.identityCases() {
 			t.Run(c.name, c.run)
