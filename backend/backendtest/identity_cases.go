@@ -40,11 +40,11 @@ func (s *suite) identityCases() []testCase {
 // backend's lease actors then call it directly).
 func (s *suite) mCloseEndedContext(t *testing.T) {
 	p := s.pair(t)
-	t.Run("wrapped", func(t *testing.T) { closeEndedContext(t, p.b, p.prefix+"w/") })
-	t.Run("direct", func(t *testing.T) { closeEndedContext(t, p.raw, p.prefix+"d/") })
+	t.Run("wrapped", func(t *testing.T) { s.closeEndedContext(t, p.b, p.prefix+"w/") })
+	t.Run("direct", func(t *testing.T) { s.closeEndedContext(t, p.raw, p.prefix+"d/") })
 }
 
-func closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
+func (s *suite) closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
 	m := newManager(t, b, "o1", prefix)
 	sub := m.Subscribe(64)
 	var ls []*leasehold.Lease
