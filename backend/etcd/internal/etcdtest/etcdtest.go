@@ -79,7 +79,8 @@ func Start(t testing.TB, n int) *Cluster {
 	base := t.TempDir()
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		// fsync on tmpfs is free: elections then do not depend on the disk.
-		if d, err := os.MkdirTemp("/dev/shm", "leasehold-etcd-"); err == nil {
+		sweepShm()
+		if d, err := os.MkdirTemp("/dev/shm", fmt.Sprintf("leasehold-etcd-%d-", os.Getpid())); err == nil {
 			base = d
 			t.Cleanup(func() { _ = os.RemoveAll(d) })
 		}
@@ -313,6 +314,22 @@ func (c *Cluster) Restart(m *Member) {
 	}
 	m.args = args
 	c.start(m)
+}
+
+// sweepShm removes the data directories that test processes which no longer
+// run left in /dev/shm (killed before their cleanup ran; their etcd members
+// died with them, by Pdeathsig).
+func sweepShm() {
+	dirs, _ := filepath.Glob("/dev/shm/leasehold-etcd-*")
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(d), "leasehold-etcd-%d-", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // freePorts returns n distinct free TCP ports on loopback. They are free
