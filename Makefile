@@ -17,10 +17,11 @@ services:
 	.ci/ensure-redis
 	.ci/ensure-postgres
 	.ci/ensure-tsqlcheck
+	.ci/ensure-etcd
 
 # Modules of their own (so that a library user's module graph stays light):
-# the bench CLI.
-MODULES := bench
+# the bench CLI and the etcd backend.
+MODULES := bench backend/etcd
 
 vet:
 	$(GO) vet ./...
@@ -33,6 +34,7 @@ unit:
 build:
 	$(GO) build -o /dev/null ./examples/...
 	cd bench && $(GO) build -o /dev/null .
+	cd backend/etcd && $(GO) build -o /dev/null ./...
 
 # Not part of `make test`: explore name and option validation for a while.
 fuzz:

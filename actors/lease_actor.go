@@ -294,7 +294,9 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 	case r.Err != nil:
 		a.popHead()
 		err := acquireError(m, r.Err)
-		if a.shutdown {
+		if a.shutdown || a.cfg.Closing.Load() {
+			// Closing: the call was cancelled by Close (whose Shutdown may
+			// still be on its way to this actor), or failed meanwhile.
 			err = messages.ErrClosed
 		}
 		a.answerObservers(messages.AcquireReply{Err: err})

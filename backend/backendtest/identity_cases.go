@@ -40,16 +40,16 @@ func (s *suite) identityCases() []testCase {
 // backend's lease actors then call it directly).
 func (s *suite) mCloseEndedContext(t *testing.T) {
 	p := s.pair(t)
-	t.Run("wrapped", func(t *testing.T) { closeEndedContext(t, p.b, p.prefix+"w/") })
-	t.Run("direct", func(t *testing.T) { closeEndedContext(t, p.raw, p.prefix+"d/") })
+	t.Run("wrapped", func(t *testing.T) { s.closeEndedContext(t, p.b, p.prefix+"w/") })
+	t.Run("direct", func(t *testing.T) { s.closeEndedContext(t, p.raw, p.prefix+"d/") })
 }
 
-func closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
+func (s *suite) closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
 	m := newManager(t, b, "o1", prefix)
 	sub := m.Subscribe(64)
 	var ls []*leasehold.Lease
 	for i := range 5 {
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*shortTTL)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*s.short)))
 	}
 	var (
 		mu     sync.Mutex
@@ -63,7 +63,7 @@ func closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
 				if n == 1 && i == 0 {
 					close(before) // Close starts while acquires are under way
 				}
-				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*shortTTL))
+				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*s.short))
 				if err != nil {
 					if !errors.Is(err, leasehold.ErrClosed) {
 						t.Errorf("Acquire racing Close: %v, want ErrClosed", err)
@@ -237,7 +237,7 @@ func (s *suite) mLossUnconfirmedCleanup(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short))
 	p.f.FailAfterRenew.Store(true)
 	p.f.FailRelease.Store(true)
 	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
