@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +19,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/etcd"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
@@ -50,6 +54,7 @@ func (r mainRun) Run() int {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
+	defer stopEtcd()
 	return r.m.Run()
 }
 
@@ -66,7 +71,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(mainRun{m}) }
 
 // storeVars are the variables that select a store: removed from the
 // environment of every run unless a test sets them.
-var storeVars = []string{envRedis, envPostgres, envSQLServer}
+var storeVars = []string{envRedis, envPostgres, envSQLServer, envEtcd}
 
 // result is one run of the binary.
 type result struct {
@@ -147,7 +152,7 @@ type storeCase struct {
 	open func(t *testing.T) *storeEnv
 }
 
-var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}, {"sqlserver", sqlserverEnv}}
+var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}, {"sqlserver", sqlserverEnv}, {"etcd", etcdEnv}}
 
 // forEachStore runs f as a subtest on every real store.
 func forEachStore(t *testing.T, f func(t *testing.T, e *storeEnv)) {
@@ -247,6 +252,9 @@ var (
 	_ backend.Lister    = (*sqlserver.Backend)(nil)
 	_ backend.Inspector = (*sqlserver.Backend)(nil)
 	_ backend.Revoker   = (*sqlserver.Backend)(nil)
+	_ backend.Lister    = (*etcd.Backend)(nil)
+	_ backend.Inspector = (*etcd.Backend)(nil)
+	_ backend.Revoker   = (*etcd.Backend)(nil)
 )
 
 // sqlserverEnv makes a lease table in a schema of its own on the SQL Server
@@ -290,6 +298,93 @@ func sqlserverEnv(t *testing.T) *storeEnv {
 		t.Fatalf("sqlserver.New: %v", err)
 	}
 	return &storeEnv{name: "sqlserver", b: b, flags: []string{"-sqlserver", dsn, "-schema", schema}}
+}
+
+// The etcd server the tests share (each test uses a key prefix of its own):
+// the installed etcd binary, on free loopback ports, started by the first
+// test that needs it and killed after the last.
+var (
+	etcdOnce     sync.Once
+	etcdProc     *exec.Cmd
+	etcdDir      string
+	etcdEndpoint string
+	etcdErr      error
+)
+
+func startEtcd() {
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		etcdErr = fmt.Errorf("no etcd server binary on PATH (run .ci/ensure-etcd): %w", err)
+		return
+	}
+	if etcdDir, err = os.MkdirTemp("", "leasehold-cli-etcd-"); err != nil {
+		etcdErr = err
+		return
+	}
+	client, peer := "http://"+freeAddr(), "http://"+freeAddr()
+	etcdProc = exec.Command(bin, "--name", "cli", "--data-dir", etcdDir,
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "cli="+peer, "--log-level", "error")
+	dieWithTests(etcdProc)
+	if etcdErr = etcdProc.Start(); etcdErr != nil {
+		etcdProc = nil
+		return
+	}
+	etcdEndpoint = client
+}
+
+func stopEtcd() {
+	if etcdProc != nil {
+		_ = etcdProc.Process.Kill()
+		_ = etcdProc.Wait()
+	}
+	if etcdDir != "" {
+		os.RemoveAll(etcdDir)
+	}
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// etcdEnv uses a backend key prefix of its own on the shared etcd server.
+func etcdEnv(t *testing.T) *storeEnv {
+	t.Helper()
+	etcdOnce.Do(startEtcd)
+	if etcdErr != nil {
+		unavailable(t, "etcd: %v", etcdErr)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	deadline := time.Now().Add(time.Minute)
+	for { // until the server answers: it may still be starting
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cli.Get(ctx, "ping")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd at %s did not answer within a minute: %v", etcdEndpoint, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+	prefix := "lh-cli-" + randomHex(6) + "/"
+	b, err := etcd.New(cli, etcd.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatalf("etcd.New: %v", err)
+	}
+	return &storeEnv{name: "etcd", b: b, flags: []string{"-etcd", etcdEndpoint, "-etcd-prefix", prefix}}
 }
 
 // newManager returns a Manager on e's store, closed at cleanup.

@@ -31,7 +31,8 @@ type command struct {
 // opts are the flags every command has, and the NAME argument.
 type opts struct {
 	redisAddr, pgDSN, sqlDSN string
-	redisPrefix              string
+	etcdEndpoints            string
+	redisPrefix, etcdPrefix  string
 	schema, table            string
 	keyPrefix                string
 	timeout                  time.Duration
@@ -45,6 +46,8 @@ func (o *opts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisAddr, "redis", "", "Redis `ADDR`: host:port or redis://[user:password@]host:port[/db] (default $"+envRedis+")")
 	fs.StringVar(&o.pgDSN, "postgres", "", "PostgreSQL `DSN` (default $"+envPostgres+")")
 	fs.StringVar(&o.sqlDSN, "sqlserver", "", "SQL Server `DSN` (default $"+envSQLServer+")")
+	fs.StringVar(&o.etcdEndpoints, "etcd", "", "etcd `ENDPOINTS`: host:port or http(s)://host:port, comma-separated (default $"+envEtcd+")")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "the etcd backend's key `prefix`, as given to etcd.WithKeyPrefix (default \"leasehold/\")")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "", "the Redis backend's key `prefix`, as given to redis.WithKeyPrefix (default \"leasehold:\")")
 	fs.StringVar(&o.schema, "schema", "", "`schema` of the lease table, SQL stores only (default \"lease\")")
 	fs.StringVar(&o.table, "table", "", "lease `table`, SQL stores only (default \"leases\" on PostgreSQL, \"Leases\" on SQL Server)")
@@ -58,12 +61,12 @@ func (o *opts) register(fs *flag.FlagSet) {
 func (o *opts) target(getenv func(string) string) (target, error) {
 	type cand struct{ kind, addr, source string }
 	var flags, envs []cand
-	for _, c := range []cand{{"redis", o.redisAddr, "-redis"}, {"postgres", o.pgDSN, "-postgres"}, {"sqlserver", o.sqlDSN, "-sqlserver"}} {
+	for _, c := range []cand{{"redis", o.redisAddr, "-redis"}, {"postgres", o.pgDSN, "-postgres"}, {"sqlserver", o.sqlDSN, "-sqlserver"}, {"etcd", o.etcdEndpoints, "-etcd"}} {
 		if c.addr != "" {
 			flags = append(flags, c)
 		}
 	}
-	for _, c := range []cand{{"redis", getenv(envRedis), envRedis}, {"postgres", getenv(envPostgres), envPostgres}, {"sqlserver", getenv(envSQLServer), envSQLServer}} {
+	for _, c := range []cand{{"redis", getenv(envRedis), envRedis}, {"postgres", getenv(envPostgres), envPostgres}, {"sqlserver", getenv(envSQLServer), envSQLServer}, {"etcd", getenv(envEtcd), envEtcd}} {
 		if c.addr != "" {
 			envs = append(envs, c)
 		}
@@ -75,14 +78,18 @@ func (o *opts) target(getenv func(string) string) (target, error) {
 	case len(flags) == 1:
 		chosen = flags[0]
 	case len(envs) > 1:
-		return target{}, usagef("no store flag, and several store variables are set (%s, %s): choose one with -redis, -postgres or -sqlserver", envs[0].source, envs[1].source)
+		return target{}, usagef("no store flag, and several store variables are set (%s, %s): choose one with -redis, -postgres, -sqlserver or -etcd", envs[0].source, envs[1].source)
 	case len(envs) == 1:
 		chosen = envs[0]
 	default:
-		return target{}, usagef("no store: give -redis ADDR, -postgres DSN or -sqlserver DSN (or set %s, %s or %s)", envRedis, envPostgres, envSQLServer)
+		return target{}, usagef("no store: give -redis ADDR, -postgres DSN, -sqlserver DSN or -etcd ENDPOINTS (or set %s, %s, %s or %s)",
+			envRedis, envPostgres, envSQLServer, envEtcd)
 	}
-	if chosen.kind == "redis" && (o.schema != "" || o.table != "") {
-		return target{}, usagef("-schema and -table apply to -postgres and -sqlserver, not -redis")
+	if (chosen.kind == "redis" || chosen.kind == "etcd") && (o.schema != "" || o.table != "") {
+		return target{}, usagef("-schema and -table apply to -postgres and -sqlserver, not -%s", chosen.kind)
+	}
+	if chosen.kind != "etcd" && o.etcdPrefix != "" {
+		return target{}, usagef("-etcd-prefix applies to -etcd only")
 	}
 	if chosen.kind != "redis" && o.redisPrefix != "" {
 		return target{}, usagef("-redis-prefix applies to -redis only")
@@ -91,7 +98,7 @@ func (o *opts) target(getenv func(string) string) (target, error) {
 		return target{}, usagef("-timeout must be positive, got %v", o.timeout)
 	}
 	return target{kind: chosen.kind, addr: chosen.addr, source: chosen.source,
-		redisPrefix: o.redisPrefix, schema: o.schema, table: o.table, timeout: o.timeout}, nil
+		redisPrefix: o.redisPrefix, etcdPrefix: o.etcdPrefix, schema: o.schema, table: o.table, timeout: o.timeout}, nil
 }
 
 // lookup returns a fresh command (its flags are its own) named name.

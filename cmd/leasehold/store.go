@@ -16,7 +16,11 @@ import (
 	"github.com/microsoft/go-mssqldb/msdsn"
 	goredis "github.com/redis/go-redis/v9"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/etcd"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
@@ -28,10 +32,11 @@ const (
 	envRedis     = "LEASEHOLD_REDIS_ADDR"
 	envPostgres  = "LEASEHOLD_POSTGRES_DSN"
 	envSQLServer = "LEASEHOLD_SQLSERVER_DSN"
+	envEtcd      = "LEASEHOLD_ETCD_ENDPOINTS"
 )
 
 // target is the store selected by the command line: kind ("redis",
-// "postgres", "sqlserver") and address or DSN, which may hold a password
+// "postgres", "sqlserver", "etcd") and address, DSN or endpoints, which may hold a password
 // and is never printed as given.
 type target struct {
 	kind   string
@@ -39,6 +44,7 @@ type target struct {
 	source string // "-postgres" or "LEASEHOLD_POSTGRES_DSN": where addr came from
 
 	redisPrefix   string // backend key prefix (Redis); "" for the default
+	etcdPrefix    string // backend key prefix (etcd); "" for the default
 	schema, table string // lease table (SQL); "" for the default
 	timeout       time.Duration
 }
@@ -65,6 +71,8 @@ func openStore(ctx context.Context, t target) (*store, error) {
 		return openPostgres(ctx, t)
 	case "sqlserver":
 		return openSQLServer(ctx, t)
+	case "etcd":
+		return openEtcd(ctx, t)
 	}
 	return nil, fmt.Errorf("unknown store kind %q", t.kind)
 }
@@ -186,6 +194,51 @@ func openSQLServer(ctx context.Context, t target) (*store, error) {
 		return nil, fmt.Errorf("%s: %s", desc, redact(err.Error()))
 	}
 	return &store{b: b, desc: desc, redact: redact, close: func() { b.Close(); db.Close() }}, nil
+}
+
+func openEtcd(ctx context.Context, t target) (*store, error) {
+	var endpoints, secrets []string
+	for _, e := range strings.Split(t.addr, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+			secrets = append(secrets, urlSecrets(e)...)
+		}
+	}
+	redact := func(s string) string { return redactWith(s, secrets) }
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("%s names no endpoint (give host:port or http://host:port, comma-separated)", t.source)
+	}
+	for _, e := range endpoints {
+		if u, err := url.Parse(e); err == nil && u.User != nil {
+			// clientv3 takes credentials apart from the endpoints.
+			return nil, fmt.Errorf("%s: an endpoint carries user information; etcd credentials are not supported by this CLI yet", t.source)
+		}
+	}
+	desc := "etcd at " + strings.Join(endpoints, ",")
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: t.timeout,
+		Logger:      zap.NewNop(),
+		Context:     context.WithoutCancel(ctx),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(err.Error()))
+	}
+	// The client dials lazily: a read proves the cluster answers.
+	if _, err := cli.Get(ctx, "leasehold-cli-ping", clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(err.Error()))
+	}
+	var eopts []etcd.Option
+	if t.etcdPrefix != "" {
+		eopts = append(eopts, etcd.WithKeyPrefix(t.etcdPrefix))
+	}
+	b, err := etcd.New(cli, eopts...)
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%s: %s", desc, redact(err.Error()))
+	}
+	return &store{b: b, desc: desc, redact: redact, close: func() { b.Close(); cli.Close() }}, nil
 }
 
 func or(s, def string) string {

@@ -22,11 +22,12 @@ Commands:
                                   (SIGINT, SIGTERM) or for -for DURATION
 
 Store (exactly one; a flag wins over the environment, where exactly one of
-LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN and LEASEHOLD_SQLSERVER_DSN may be set):
+LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN, LEASEHOLD_SQLSERVER_DSN and
+LEASEHOLD_ETCD_ENDPOINTS may be set):
   -redis ADDR          host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS)
   -postgres DSN        a libpq URL or key=value string (PG* variables apply)
   -sqlserver DSN       a go-mssqldb connection string
-  (-etcd ENDPOINTS comes with the etcd backend.)
+  -etcd ENDPOINTS      host:port or http(s)://host:port, comma-separated
 Passwords are never printed: prefer the environment to the command line, where
 other users can read them.
 
