@@ -28,14 +28,16 @@ LEASEHOLD_ETCD_ENDPOINTS may be set):
   -postgres DSN        a libpq URL or key=value string (PG* variables apply)
   -sqlserver DSN       a go-mssqldb connection string
   -etcd ENDPOINTS      host:port or http(s)://host:port, comma-separated
-Passwords are never printed: prefer the environment to the command line, where
-other users can read them.
+-redis-prefix, -etcd-prefix, -schema and -table must match the backend options
+the Managers use. Passwords are never printed: prefer the environment to the
+command line, where other users can read them.
 
 Names are store keys as Managers write them: a Manager built with
 leasehold.WithKeyPrefix(P) writes P+NAME, so pass -key-prefix P to use its names.
 
-Exit codes: 0 ok (inspect of a free name included), 1 failure (nothing confirmed,
-not confirmed at the prompt, store unreachable), 2 usage.
+Exit codes: 0 ok (inspect or release of a free name included), 1 failure (store
+unreachable or failing, release not confirmed or interrupted at the prompt,
+-token not matching), 2 usage (refused before any connection).
 
 Run 'leasehold COMMAND -h' for the flags of a command.
 `
