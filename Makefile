@@ -20,8 +20,8 @@ services:
 	.ci/ensure-etcd
 
 # Modules of their own (so that a library user's module graph stays light):
-# the bench CLI and the etcd backend.
-MODULES := bench backend/etcd
+# the bench CLI, the etcd backend and the admin CLI.
+MODULES := bench backend/etcd cmd/leasehold
 
 vet:
 	$(GO) vet ./...
@@ -35,6 +35,7 @@ build:
 	$(GO) build -o /dev/null ./examples/...
 	cd bench && $(GO) build -o /dev/null .
 	cd backend/etcd && $(GO) build -o /dev/null ./...
+	cd cmd/leasehold && $(GO) build -o /dev/null .
 
 # Not part of `make test`: explore name and option validation for a while.
 fuzz:
