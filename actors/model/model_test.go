@@ -59,12 +59,17 @@ func TestDesign(t *testing.T) {
 	if deepRun() {
 		cfg, hcfg, memory = deep, deepHandoff, "-w28"
 	}
-	for _, c := range []check{
-		{name: "safety", defines: cfg, cflags: safety, args: []string{memory}},
-		{name: "handoff-safety", defines: hcfg, cflags: safety, args: []string{memory}},
-		{name: "liveness", defines: live, cflags: []string{"-DCOLLAPSE", "-DNFAIR=3"}, args: []string{"-a", "-f", memory}},
-		{name: "handoff-liveness", defines: with(live, "-DHANDOFF"), cflags: []string{"-DCOLLAPSE", "-DNFAIR=3"}, args: []string{"-a", "-f", memory}},
-	} {
+	checks := []check{{name: "safety", defines: cfg, cflags: safety, args: []string{memory}}}
+	if deepRun() {
+		// Not yet part of the quick run: the three-Manager hand-off space
+		// does not fit its time, and the liveness runs are unmeasured.
+		checks = append(checks,
+			check{name: "handoff-safety", defines: hcfg, cflags: safety, args: []string{memory}},
+			check{name: "liveness", defines: live, cflags: []string{"-DCOLLAPSE", "-DNFAIR=3"}, args: []string{"-a", "-f", memory}},
+			check{name: "handoff-liveness", defines: with(live, "-DHANDOFF"), cflags: []string{"-DCOLLAPSE", "-DNFAIR=3"}, args: []string{"-a", "-f", memory}},
+		)
+	}
+	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { run(t, c) })
 	}
 }
@@ -151,7 +156,7 @@ func run(t *testing.T, c check) {
 
 	start := time.Now()
 	exe(spin, append(append([]string{}, c.defines...), "-a", "lease.pml")...)
-	exe(gcc, append(append([]string{"-O2", "-w", "-o", "pan"}, c.cflags...), "pan.c")...)
+	exe(gcc, append(append([]string{"-O0", "-w", "-o", "pan"}, c.cflags...), "pan.c")...)
 	r := parse(exe("./pan", append([]string{"-m1000000"}, c.args...)...))
 	t.Logf("%s: %s states, state vector %s, pan %ss, %v in all",
 		strings.Join(c.defines, " "), r.states, r.vector, r.elapsed, time.Since(start).Round(time.Millisecond))
