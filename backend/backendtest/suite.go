@@ -37,31 +37,23 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 		s.short = (shortTTL + u - 1) / u * u
 		s.tiny = (tinyTTL + u - 1) / u * u
 	}
-	t.Run("Backend", func(t *testing.T) {
-		for _, c := range s.backendCases() {
-			t.Run(c.name, c.run)
-		}
-	})
-	t.Run("Manager", func(t *testing.T) {
-		for _, c := range s.managerCases() {
-			t.Run(c.name, c.run)
-		}
-	})
-	t.Run("Inspect", func(t *testing.T) {
-		for _, c := range s.inspectCases() {
-			t.Run(c.name, c.run)
-		}
-	})
-	t.Run("Observe", func(t *testing.T) {
-		for _, c := range s.observeCases() {
-			t.Run(c.name, c.run)
-		}
-	})
-	t.Run("Identity", func(t *testing.T) {
-		for _, c := range s.identityCases() {
-			t.Run(c.name, c.run)
-		}
-	})
+	groups := []struct {
+		name  string
+		cases []testCase
+	}{
+		{"Backend", s.backendCases()},   // the Backend contract itself
+		{"Manager", s.managerCases()},   // Manager semantics on this backend
+		{"Inspect", s.inspectCases()},   // Inspector, Lister, Revoker
+		{"Observe", s.observeCases()},   // health check and metrics
+		{"Identity", s.identityCases()}, // holdings, tokens, Close
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, c := range g.cases {
+				t.Run(c.name, c.run)
+			}
+		})
+	}
 }
 
 type testCase struct {
