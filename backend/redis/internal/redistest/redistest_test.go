@@ -108,3 +108,30 @@ func TestProxyFaults(t *testing.T) {
 		t.Fatalf("ping through a closed proxy: %v", err)
 	}
 }
+
+func TestClusterServesEverySlotAndFailsOver(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	masters := c.Masters(ctx)
+	if len(masters) != 3 {
+		t.Fatalf("%d masters, want 3", len(masters))
+	}
+	replica := c.ReplicaOf(ctx, masters[0])
+	c.Failover(ctx, replica, "")
+	if got := c.ReplicaOf(ctx, replica); got != masters[0] {
+		t.Fatalf("after the failover, the replica of %s is %s, want the old master", replica.Addr(), got.Addr())
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	g := redistest.StartSentinel(t, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := g.Primary(ctx)
+	from, to := g.Failover(ctx)
+	if from != first || to == first {
+		t.Fatalf("failover from %s to %s; the primary was %s", from.Addr(), to.Addr(), first.Addr())
+	}
+	g.WaitReplicated(ctx)
+}
