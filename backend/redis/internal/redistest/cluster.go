@@ -88,7 +88,7 @@ func StartCluster(t testing.TB, masters, replicas int, nodeTimeout time.Duration
 	}
 	c.WaitServed(ctx)
 	for _, m := range c.Masters(ctx) {
-		c.waitReplicas(ctx, m, replicas)
+		c.WaitReplicas(ctx, m, replicas)
 	}
 	return c
 }
@@ -226,9 +226,9 @@ func (c *Cluster) WaitServed(ctx context.Context) {
 	})
 }
 
-// waitReplicas waits until n replicas acknowledge master's writes: WAIT is
+// WaitReplicas waits until n replicas acknowledge master's writes: WAIT is
 // the signal that they are in sync.
-func (c *Cluster) waitReplicas(ctx context.Context, master *Server, n int) {
+func (c *Cluster) WaitReplicas(ctx context.Context, master *Server, n int) {
 	c.t.Helper()
 	if n == 0 {
 		return
@@ -259,4 +259,29 @@ func waitFor(t testing.TB, ctx context.Context, what string, cond func() (bool, 
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+// MasterOfSlot returns the live master that serves slot, as the first live
+// node asked says, or fails the test.
+func (c *Cluster) MasterOfSlot(ctx context.Context, slot int) *Server {
+	c.t.Helper()
+	for _, s := range c.nodes {
+		if !s.Alive() {
+			continue
+		}
+		slots, err := c.Admin(s).ClusterSlots(ctx).Result()
+		if err != nil {
+			c.t.Fatalf("CLUSTER SLOTS on %s: %v", s.Addr(), err)
+		}
+		for _, r := range slots {
+			if int(r.Start) <= slot && slot <= int(r.End) && len(r.Nodes) > 0 {
+				if m := c.Node(r.Nodes[0].Addr); m != nil && m.Alive() {
+					return m
+				}
+			}
+		}
+		break
+	}
+	c.t.Fatalf("no live master serves slot %d", slot)
+	return nil
 }
