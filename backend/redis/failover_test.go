@@ -206,7 +206,7 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 
 	start := time.Now()
 	f.fail(ctx)
-	t.Logf("failover served again after %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: failover served again after %v", t.Name(), time.Since(start).Round(time.Millisecond))
 	// A TTL after that, every holding alice could not renew has expired on
 	// the new primary; bob's next pass after that would find it. The lost
 	// ones must have been reported to alice before bob got them.
@@ -249,8 +249,8 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 	for _, e := range tokens {
 		t.Error(e)
 	}
-	t.Logf("names on the failed primary: %d, kept by alice: %d, lost: %d; granted to bob: %d; double holders: %d; leases on surviving primaries lost by alice's own deadline: %d",
-		res.victims, res.kept, res.lost, res.bobGranted, len(res.doubles), res.survivorsExpired)
+	t.Logf("%s: names on the failed primary: %d, kept by alice: %d, lost: %d; granted to bob: %d; double holders: %d; leases on surviving primaries lost by alice's own deadline: %d",
+		t.Name(), res.victims, res.kept, res.lost, res.bobGranted, len(res.doubles), res.survivorsExpired)
 	if f.noDoubles {
 		for _, d := range res.doubles {
 			t.Error(d)
