@@ -219,6 +219,7 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 	wg.Wait()
 
 	res := failoverResult{bobGranted: int(bobGranted.Load())}
+	var unclaimed []int // names alice lost that bob has not been granted
 	for i, n := range names {
 		err := leases[i].Err()
 		if !victim[n] {
@@ -242,8 +243,27 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 			if !errors.Is(err, leasehold.ErrLost) {
 				t.Errorf("%q: alice's handle says %v, want ErrLost", n, err)
 			}
+			if !bobHolds[i].Load() {
+				unclaimed = append(unclaimed, i)
+			}
 		}
 	}
+	// Liveness: a name alice lost is free again a TTL after her last renewal
+	// at the latest, on whichever primary serves it now. bob takes those he
+	// has not had yet, waiting up to two TTLs for each, concurrently.
+	for _, i := range unclaimed {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := bob.Acquire(ctx, names[i], leasehold.WithTTL(failoverTTL), leasehold.WithWait(2*failoverTTL))
+			if err != nil {
+				t.Errorf("%q, lost by alice, never became free again: %v", names[i], err)
+				return
+			}
+			check.granted(l)
+		}()
+	}
+	wg.Wait()
 	var tokens []string
 	res.doubles, tokens = check.report()
 	for _, e := range tokens {
@@ -373,6 +393,9 @@ func clusterFailover(t *testing.T, kill bool, option string, confirm, noDoubles 
 				return
 			}
 			c.Failover(ctx, replica, option)
+			// The old master follows its replica (and must sync) before
+			// anything on those slots can be confirmed again.
+			c.WaitReplicas(ctx, replica, 1)
 		},
 	}
 	return f.run(t)
