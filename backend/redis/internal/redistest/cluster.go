@@ -146,23 +146,28 @@ func (c *Cluster) Masters(ctx context.Context) []*Server {
 	return ms
 }
 
-// ReplicaOf returns a live replica of master (by ROLE), or fails the test.
+// ReplicaOf returns a live replica of master (by ROLE), waiting for one: a
+// master that just lost its slots to its replica follows it a moment later.
 func (c *Cluster) ReplicaOf(ctx context.Context, master *Server) *Server {
 	c.t.Helper()
-	for _, s := range c.nodes {
-		if s == master || !s.Alive() {
-			continue
+	var found *Server
+	c.waitFor(ctx, "a replica of "+master.Addr(), func() (bool, string) {
+		for _, s := range c.nodes {
+			if s == master || !s.Alive() {
+				continue
+			}
+			role, err := c.Admin(s).Do(ctx, "ROLE").Slice()
+			if err != nil {
+				return false, fmt.Sprintf("ROLE on %s: %v", s.Addr(), err)
+			}
+			if len(role) >= 3 && role[0] == "slave" && fmt.Sprint(role[2]) == strconv.Itoa(master.Port()) {
+				found = s
+				return true, ""
+			}
 		}
-		role, err := c.Admin(s).Do(ctx, "ROLE").Slice()
-		if err != nil {
-			c.t.Fatalf("ROLE on %s: %v", s.Addr(), err)
-		}
-		if len(role) >= 3 && role[0] == "slave" && fmt.Sprint(role[2]) == strconv.Itoa(master.Port()) {
-			return s
-		}
-	}
-	c.t.Fatalf("no replica of %s", master.Addr())
-	return nil
+		return false, "no node replicates it"
+	})
+	return found
 }
 
 // Failover runs CLUSTER FAILOVER on replica with the given option ("" for

@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -134,4 +135,19 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("failover from %s to %s; the primary was %s", from.Addr(), to.Addr(), first.Addr())
 	}
 	g.WaitReplicated(ctx)
+}
+
+// Every process of a cluster is gone once the test
+// that started it ends (t.Cleanup runs whether the test passed or failed).
+func TestClusterProcessesEndWithTheirTest(t *testing.T) {
+	var addrs []string
+	t.Run("cluster", func(t *testing.T) {
+		addrs = append(addrs, redistest.StartCluster(t, 3, 0, time.Second).Addrs()...)
+	})
+	for _, a := range addrs {
+		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after its test ended", a)
+		}
+	}
 }
