@@ -17,10 +17,11 @@ services:
 	.ci/ensure-redis
 	.ci/ensure-postgres
 	.ci/ensure-tsqlcheck
+	.ci/ensure-etcd
 
 # Modules of their own (so that a library user's module graph stays light):
-# the bench CLI.
-MODULES := bench
+# the bench CLI, the etcd backend and the admin CLI.
+MODULES := bench backend/etcd cmd/leasehold
 
 vet:
 	$(GO) vet ./...
@@ -33,6 +34,8 @@ unit:
 build:
 	$(GO) build -o /dev/null ./examples/...
 	cd bench && $(GO) build -o /dev/null .
+	cd backend/etcd && $(GO) build -o /dev/null ./...
+	cd cmd/leasehold && $(GO) build -o /dev/null .
 
 # Not part of `make test`: explore name and option validation for a while.
 fuzz:

@@ -294,7 +294,9 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.AcquireResul
 	case r.Err != nil:
 		a.popHead()
 		err := acquireError(m, r.Err)
-		if a.shutdown {
+		if a.shutdown || a.cfg.Closing.Load() {
+			// Closing: the call was cancelled by Close (whose Shutdown may
+			// still be on its way to this actor), or failed meanwhile.
 			err = messages.ErrClosed
 		}
 		a.answerObservers(messages.AcquireReply{Err: err})
@@ -683,6 +685,16 @@ func (a *leaseActor) onReleaseResult(r *messages.ReleaseResult) {
 
 func (a *leaseActor) onShutdown(ctx actor.Context) {
 	a.shutdown = true
+	if a.op == opReleasing && a.rel != nil && a.unconfirmedIndex(a.rel) >= 0 {
+		// A retry of an unconfirmed release: Close does not wait for it.
+		// It may have been sent after the backend actor cancelled the calls
+		// in flight, and then runs under Close's context, which a store that
+		// does not answer would hold for the whole release timeout. It
+		// failed once already; the store frees the name at its TTL. Its
+		// answer, if one comes, is ignored (its seq is stale).
+		a.op, a.rel = opNone, nil
+		a.seq++
+	}
 	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 	for i := len(a.waiters) - 1; i >= 0; i-- {
 		if i == 0 && a.op == opAcquiring {

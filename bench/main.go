@@ -261,6 +261,13 @@ func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, fun
 			return nil, nil, err
 		}
 		cleanups = append(cleanups, r.stop)
+		// A young server grants no free name during the restart grace: let
+		// the fresh one come of age first, so that only the chaos restart
+		// is subject to it.
+		if err := r.waitOlderThan(ctx, c.TTL); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
 		plan.redis = r
 		p, err := newTCPProxy(r.addr())
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -62,6 +63,34 @@ func (r *ownRedis) start(ctx context.Context) error {
 		case <-r.done:
 			return errors.New("redis-server exited at start")
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitOlderThan waits until the server is past a restart grace of grace: the
+// Redis backend's scripts count the server's age in whole seconds of
+// uptime_in_seconds and add one second (see backend/redis/scripts/CONTRACT.md).
+func (r *ownRedis) waitOlderThan(ctx context.Context, grace time.Duration) error {
+	c := goredis.NewClient(&goredis.Options{Addr: r.addr(), MaxRetries: -1})
+	defer c.Close()
+	for {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("redis-server on %s: INFO: %w", r.addr(), err)
+		}
+		up := 0
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
+				up, _ = strconv.Atoi(v)
+			}
+		}
+		if time.Duration(up)*time.Second >= grace+time.Second {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

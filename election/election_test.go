@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/election"
 	goredis "github.com/redis/go-redis/v9"
@@ -187,6 +189,39 @@ func TestElectionOnRedis(t *testing.T) {
 		t.Skipf("no Redis at %s: %v", addr, err)
 	}
 	b, err := redis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testElection(t, b, fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
+}
+
+func TestElectionOnPostgres(t *testing.T) {
+	dsn := os.Getenv("LEASEHOLD_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		if os.Getenv("LEASEHOLD_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("no PostgreSQL (LEASEHOLD_POSTGRES_DSN): %v", err)
+		}
+		t.Skipf("no PostgreSQL (LEASEHOLD_POSTGRES_DSN): %v", err)
+	}
+	defer pool.Close()
+	const schema, table = "election_test", "leases"
+	if err := postgres.EnsureSchema(ctx, pool, schema, table); err != nil {
+		t.Fatal(err)
+	}
+	b, err := postgres.New(pool, postgres.WithTable(schema, table))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -240,7 +240,7 @@ func (s *suite) bReleaseTokenZero(t *testing.T) {
 func (s *suite) bLateRelease(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
 	ctx := ctxT(t)
-	old := mustGrant(t, b, k, "o1", 50*time.Millisecond)
+	old := mustGrant(t, b, k, "o1", s.tiny)
 	var cur held
 	eventually(t, "the expired key to be granted again to o1", func() bool {
 		cur = acquire(t, b, k, "o1", time.Minute)
@@ -264,7 +264,7 @@ func (s *suite) bLateRelease(t *testing.T) {
 
 func (s *suite) bExpiry(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
-	g1 := mustGrant(t, b, k, "o1", 50*time.Millisecond)
+	g1 := mustGrant(t, b, k, "o1", s.tiny)
 	var g2 held
 	eventually(t, "the expired key to be granted to another owner", func() bool {
 		g2 = acquire(t, b, k, "o2", time.Minute)
@@ -279,10 +279,10 @@ func (s *suite) bExpiry(t *testing.T) {
 	// The same attempt after its own expiry: a new holding, a new token (the
 	// retry of an attempt whose holding is gone is not a refresh).
 	k2 := k + "self"
-	h1 := mustGrant(t, b, k2, "o1", 50*time.Millisecond)
+	h1 := mustGrant(t, b, k2, "o1", s.tiny)
 	// Expiry has no signal to wait for: let the store's clock (this host's)
 	// pass the TTL. A retry before that would refresh h1 instead.
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(3 * s.tiny)
 	h2 := acquireAs(t, b, k2, "o1", h1.attempt, time.Minute)
 	mustBeGranted(t, h2)
 	if h2.Token <= h1.Token {

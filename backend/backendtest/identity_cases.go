@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 )
 
 // identityCases check, through Managers on the backend actor's path, the
@@ -33,13 +34,22 @@ func (s *suite) identityCases() []testCase {
 // it. Close must not crash; no Acquire may hand out a live lease after Close
 // returned; every handle ends released (no LostEvent); every subscription
 // closes; goleak (in the test package's TestMain) finds nothing left.
+//
+// It runs twice: through the counting wrapper (so that every backend's calls
+// go through the backend actor) and on the backend itself (the memory
+// backend's lease actors then call it directly).
 func (s *suite) mCloseEndedContext(t *testing.T) {
 	p := s.pair(t)
-	m := p.manager(t, "o1")
+	t.Run("wrapped", func(t *testing.T) { s.closeEndedContext(t, p.b, p.prefix+"w/") })
+	t.Run("direct", func(t *testing.T) { s.closeEndedContext(t, p.raw, p.prefix+"d/") })
+}
+
+func (s *suite) closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
+	m := newManager(t, b, "o1", prefix)
 	sub := m.Subscribe(64)
 	var ls []*leasehold.Lease
 	for i := range 5 {
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*shortTTL)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(2*s.short)))
 	}
 	var (
 		mu     sync.Mutex
@@ -53,7 +63,7 @@ func (s *suite) mCloseEndedContext(t *testing.T) {
 				if n == 1 && i == 0 {
 					close(before) // Close starts while acquires are under way
 				}
-				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*shortTTL))
+				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*s.short))
 				if err != nil {
 					if !errors.Is(err, leasehold.ErrClosed) {
 						t.Errorf("Acquire racing Close: %v, want ErrClosed", err)
@@ -96,8 +106,7 @@ func (s *suite) mCloseEndedContext(t *testing.T) {
 		t.Errorf("LostEvent %+v after Close, want none", ev)
 	}
 	// What Close could not release is left to the store's TTL.
-	other := p.manager(t, "o2")
-	mustAcquire(t, other, "l0", leasehold.WithWait(patience))
+	mustAcquire(t, newManager(t, b, "o2", prefix), "l0", leasehold.WithWait(patience))
 }
 
 // mCloseCancelsAcquire: Close(context.Background()) while an acquire is in
@@ -228,7 +237,7 @@ func (s *suite) mLossUnconfirmedCleanup(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short))
 	p.f.FailAfterRenew.Store(true)
 	p.f.FailRelease.Store(true)
 	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)

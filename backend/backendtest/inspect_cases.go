@@ -53,8 +53,8 @@ func (s *suite) bInspect(t *testing.T) {
 	if _, _, err := in.Inspect(ctx, ""); !errors.Is(err, backend.ErrInvalidRequest) {
 		t.Errorf("Inspect(\"\") = %v, want ErrInvalidRequest", err)
 	}
-	short := mustGrant(t, b, k+"short", "o1", 50*time.Millisecond)
-	time.Sleep(150 * time.Millisecond) // expiry has no signal: let the store's clock pass the TTL
+	short := mustGrant(t, b, k+"short", "o1", s.tiny)
+	time.Sleep(3 * s.tiny) // expiry has no signal: let the store's clock pass the TTL
 	if h, held, err := in.Inspect(ctx, short.key); err != nil || held {
 		t.Errorf("Inspect of an expired holding = %+v, held %v, %v", h, held, err)
 	}

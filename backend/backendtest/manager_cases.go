@@ -120,15 +120,17 @@ func (s *suite) mWaitTimeout(t *testing.T) {
 func (s *suite) mWaitForever(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*shortTTL)
+	// Renewed every 100 ms, so that it renews many times while the waiter
+	// waits; with a minute's TTL, so that a slow machine never loses it.
+	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*s.short)
 	defer cancel()
 	_, err := m2.Acquire(ctx, "job", leasehold.WithWait(leasehold.WaitForever))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's DeadlineExceeded", err)
 	}
 	// The holder was unaffected by the waiter giving up (and auto-renewed
-	// through several TTLs meanwhile).
+	// meanwhile).
 	if holder.Err() != nil {
 		t.Fatalf("holder ended: %v", holder.Err())
 	}
@@ -171,7 +173,7 @@ func (s *suite) mHandOff(t *testing.T) {
 func (s *suite) mHandOffOnExpiry(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	l, err := m2.Acquire(ctxT(t), "job", leasehold.WithWait(patience))
 	if err != nil {
 		t.Fatal(err)
@@ -285,8 +287,8 @@ func (s *suite) mExpiry(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
-	failedClosedBy(t, l, time.Now().Add(shortTTL))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
+	failedClosedBy(t, l, time.Now().Add(s.short))
 	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
 	if len(m.Held()) != 0 {
 		t.Errorf("Held() = %v after loss", m.Held())
@@ -297,7 +299,7 @@ func (s *suite) mRenewImpossible(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(4)
-	ttl := 4 * shortTTL // room for several retries
+	ttl := 4 * s.short // room for several retries
 	p.f.FailRenew.Store(true)
 	l := mustAcquire(t, m, "job", leasehold.WithTTL(ttl))
 	failedClosedBy(t, l, time.Now().Add(ttl))
@@ -406,7 +408,7 @@ func (s *suite) mDoubleRelease(t *testing.T) {
 		t.Errorf("%d backend releases for three Release calls, want 1", n)
 	}
 	// After loss: nil, no backend call.
-	lost := mustAcquire(t, m, "other", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	lost := mustAcquire(t, m, "other", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	waitClosed(t, "loss", lost.Lost(), patience)
 	eventually(t, "the cleanup release after loss", func() bool { return p.f.Releases.Load()-before == 2 })
 	if err := lost.Release(ctxT(t)); err != nil {
@@ -434,7 +436,7 @@ func (s *suite) mFencing(t *testing.T) {
 		t.Fatalf("renew changed the token or failed: %d, %v", l.Token(), err)
 	}
 	_ = l.Release(ctxT(t))
-	l = mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	l = mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	check(l, "after release, same owner")
 	l = mustAcquire(t, m2, "job", leasehold.WithWait(patience))
 	check(l, "takeover after expiry")
@@ -537,7 +539,7 @@ func (s *suite) mTwoOwners(t *testing.T) {
 func (s *suite) mStaleOwner(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	old := mustAcquire(t, m1, "job", leasehold.WithTTL(shortTTL), leasehold.WithoutAutoRenew())
+	old := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	cur := mustAcquire(t, m2, "job", leasehold.WithWait(patience))
 	ctx, key := ctxT(t), p.prefix+"job"
 	curAttempt := p.f.AttemptOf(key)
@@ -565,7 +567,7 @@ func (s *suite) mAutoRenew(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
 	sub := m.Subscribe(1)
-	ttl := 3 * shortTTL // a renewal may take up to 0.57 TTL: room on a loaded machine
+	ttl := 3 * s.short // a renewal may take up to 0.57 TTL: room on a loaded machine
 	l := mustAcquire(t, m, "job", leasehold.WithTTL(ttl))
 	first := l.ExpiresAt()
 	time.Sleep(3 * ttl) // the lease must outlive this
@@ -680,7 +682,7 @@ func (s *suite) mDoLost(t *testing.T) {
 		p.f.FailRenew.Store(true)
 		<-ctx.Done()
 		return ctx.Err()
-	}, leasehold.WithTTL(shortTTL))
+	}, leasehold.WithTTL(s.short))
 	if !errors.Is(err, leasehold.ErrLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do = %v, want fn's error and ErrLost", err)
 	}
@@ -823,7 +825,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 func (s *suite) mBatchFailure(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
-	ttls := []time.Duration{shortTTL, 2 * shortTTL, 4 * shortTTL}
+	ttls := []time.Duration{s.short, 2 * s.short, 4 * s.short}
 	var ls []*leasehold.Lease
 	for i, ttl := range ttls {
 		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(ttl)))

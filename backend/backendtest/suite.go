@@ -17,7 +17,26 @@ import (
 // once per subtest; the suite does not close them: register that in
 // newBackend with t.Cleanup).
 func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend}
+	RunWith(t, Options{}, newBackend)
+}
+
+// Options adapt the suite to a backend's limits.
+type Options struct {
+	// TTLUnit, when not 0, is the granularity (and the minimum) of the TTLs
+	// the backend accepts, e.g. time.Second for etcd, whose leases count
+	// whole seconds. The suite's short TTLs (50ms, 500ms and multiples) are
+	// then rounded up to whole units, and its waits for expiry scale with
+	// them.
+	TTLUnit time.Duration
+}
+
+// RunWith is Run with Options.
+func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
+	s := &suite{newBackend: newBackend, short: shortTTL, tiny: tinyTTL}
+	if u := o.TTLUnit; u > 0 {
+		s.short = (shortTTL + u - 1) / u * u
+		s.tiny = (tinyTTL + u - 1) / u * u
+	}
 	t.Run("Backend", func(t *testing.T) {
 		for _, c := range s.backendCases() {
 			t.Run(c.name, c.run)
@@ -30,6 +49,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	})
 	t.Run("Inspect", func(t *testing.T) {
 		for _, c := range s.inspectCases() {
+			t.Run(c.name, c.run)
+		}
+	})
+	t.Run("Observe", func(t *testing.T) {
+		for _, c := range s.observeCases() {
 			t.Run(c.name, c.run)
 		}
 	})
@@ -47,11 +71,16 @@ type testCase struct {
 
 type suite struct {
 	newBackend func(t *testing.T) backend.Backend
+	// short and tiny are shortTTL and tinyTTL, rounded up to the backend's
+	// TTL unit.
+	short, tiny time.Duration
 }
 
 // Generous bounds: the suite runs under -race on small, shared machines.
 const (
 	shortTTL = 500 * time.Millisecond
+	// tinyTTL is for holdings the test lets expire at once.
+	tinyTTL  = 50 * time.Millisecond
 	patience = 5 * time.Second
 )
 

@@ -1,0 +1,26 @@
+package etcd_test
+
+import (
+	"testing"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/backend/etcd"
+	"github.com/leasehold/leasehold/backend/etcd/internal/etcdtest"
+)
+
+// TestConformance runs the whole conformance suite on a three-member cluster,
+// every client talking to all three members.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 3)
+	cli := c.Client()
+	backendtest.RunWith(t, backendtest.Options{TTLUnit: etcdtest.MinTTL}, func(t *testing.T) backend.Backend {
+		b, err := etcd.New(cli, etcd.WithMinTTL(etcdtest.MinTTL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	})
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+func listCommand() *command {
+	c := &command{name: "list", args: "[-prefix P]", summary: "List the live leases whose name starts with P (all by default), in name order."}
+	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
+		prefix := fs.String("prefix", "", "list only names starting with `P`")
+		return func(ctx context.Context, a *app, s *store, o *opts) int {
+			l, ok := capability[backend.Lister](a, s, c.name, "list leases")
+			if !ok {
+				return exitFailure
+			}
+			hs, err := listAll(ctx, l, o, o.keyPrefix+*prefix)
+			if err != nil {
+				return a.fail(s, c.name, err)
+			}
+			// In name order whatever the store's (SCAN's is arbitrary).
+			sort.Slice(hs, func(i, j int) bool { return hs[i].Key < hs[j].Key })
+			if o.json {
+				out := make([]holdingJSON, 0, len(hs))
+				for _, h := range hs {
+					out = append(out, toJSON(h, o.keyPrefix))
+				}
+				err = writeJSON(a.stdout, out)
+			} else {
+				err = holdingTable(a.stdout, hs, o.keyPrefix, a.width())
+			}
+			if err != nil {
+				return a.failf(s, c.name, "%v", err)
+			}
+			return exitOK
+		}
+	}
+	return c
+}
+
+// listAll reads every live holding under prefix, bounded by -timeout.
+func listAll(ctx context.Context, l backend.Lister, o *opts, prefix string) ([]backend.Holding, error) {
+	ctx, cancel := callCtx(ctx, o)
+	defer cancel()
+	var hs []backend.Holding
+	err := l.List(ctx, prefix, func(h backend.Holding) bool {
+		hs = append(hs, h)
+		return true
+	})
+	return hs, err
+}
+
+func inspectCommand() *command {
+	c := &command{name: "inspect", args: "NAME", needsName: true,
+		summary: "Show who holds NAME: owner, token, time left (as the store measures it), expiry and metadata.\n  A free name prints \"free\" (with -json: {\"held\":false}) and exits 0."}
+	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
+		return func(ctx context.Context, a *app, s *store, o *opts) int {
+			in, ok := capability[backend.Inspector](a, s, c.name, "inspect leases")
+			if !ok {
+				return exitFailure
+			}
+			cctx, cancel := callCtx(ctx, o)
+			h, held, err := in.Inspect(cctx, o.key)
+			cancel()
+			if err != nil {
+				return a.fail(s, c.name, err)
+			}
+			switch {
+			case !held && o.json:
+				err = writeJSON(a.stdout, struct {
+					Held bool `json:"held"`
+				}{})
+			case !held:
+				_, err = fmt.Fprintln(a.stdout, "free")
+			case o.json:
+				err = writeJSON(a.stdout, toJSON(h, o.keyPrefix))
+			default:
+				err = holdingDetail(a.stdout, h, o.keyPrefix)
+			}
+			if err != nil {
+				return a.failf(s, c.name, "%v", err)
+			}
+			return exitOK
+		}
+	}
+	return c
+}
+
+func releaseCommand() *command {
+	c := &command{name: "release", args: "-force [-yes] [-token T] NAME", needsName: true,
+		summary: "End NAME's lease by force. Its holder is fenced: its next renewal is rejected, so it\n" +
+			"  loses the lease (ReasonRejected), and its token is never issued again; waiters are\n" +
+			"  woken as after a release. Without -yes it shows the holding and asks for \"y\" on stdin.\n" +
+			"  A free name releases nothing and exits 0; with -token, a name not held with that\n" +
+			"  token releases nothing and exits 1."}
+	var force *bool
+	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
+		force = fs.Bool("force", false, "required: says that you mean to end another process's lease")
+		yes := fs.Bool("yes", false, "do not ask for confirmation")
+		token := fs.Uint64("token", 0, "release only the holding with this `token` (0: whichever holds NAME)")
+		return func(ctx context.Context, a *app, s *store, o *opts) int {
+			return release(ctx, a, s, o, *yes, *token)
+		}
+	}
+	c.check = func() error {
+		if !*force {
+			return usagef("release needs -force: it ends another process's lease")
+		}
+		return nil
+	}
+	return c
+}
+
+func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uint64) int {
+	const cmd = "release"
+	rv, ok := capability[backend.Revoker](a, s, cmd, "release leases by force")
+	if !ok {
+		return exitFailure
+	}
+	if !yes {
+		in, ok := capability[backend.Inspector](a, s, cmd, "inspect leases (use -yes to release without confirmation)")
+		if !ok {
+			return exitFailure
+		}
+		cctx, cancel := callCtx(ctx, o)
+		h, held, err := in.Inspect(cctx, o.key)
+		cancel()
+		if err != nil {
+			return a.fail(s, cmd, err)
+		}
+		if !held || (token != 0 && h.Token != token) {
+			return releasedNothing(a, o, held, h, token)
+		}
+		fmt.Fprintf(a.stderr, "%s is held by %s (token %d, %s left, metadata \"%s\").\nRelease it by force? Its holder will lose it. [y/N] ",
+			oneLine(o.name), oneLine(h.Owner), h.Token, timeLeft(h.ExpiresIn), truncate(oneLine(h.Metadata), maxMetaCol))
+		answer, answered := readLine(ctx, a.stdin)
+		if !strings.HasSuffix(answer, "\n") {
+			fmt.Fprintln(a.stderr) // no answer typed: end the question's line
+		}
+		if !answered {
+			fmt.Fprintln(a.stderr, "interrupted: nothing released")
+			return exitFailure
+		}
+		if ans := strings.ToLower(strings.TrimSpace(answer)); ans != "y" && ans != "yes" {
+			fmt.Fprintln(a.stderr, "not confirmed: nothing released")
+			return exitFailure
+		}
+		token = h.Token // exactly the holding shown, not a newer one
+	}
+	cctx, cancel := callCtx(ctx, o)
+	h, removed, err := rv.Revoke(cctx, o.key, token)
+	cancel()
+	if err != nil {
+		return a.failf(s, cmd, "%v (the lease may or may not have been released: inspect it)", err)
+	}
+	if !removed {
+		if !yes {
+			fmt.Fprintf(a.stderr, "%s changed since it was shown (released, expired or granted anew): nothing released\n", oneLine(o.name))
+			return exitFailure
+		}
+		return releasedNothing(a, o, false, backend.Holding{}, token)
+	}
+	if o.json {
+		err = writeJSON(a.stdout, struct {
+			Released bool        `json:"released"`
+			Holding  holdingJSON `json:"holding"`
+		}{true, toJSON(h, o.keyPrefix)})
+	} else {
+		_, err = fmt.Fprintf(a.stdout, "released %s: owner %s, token %d (%s were left) is fenced: its next renewal is rejected\n",
+			oneLine(o.name), oneLine(h.Owner), h.Token, timeLeft(h.ExpiresIn))
+	}
+	if err != nil {
+		return a.failf(s, cmd, "%v", err)
+	}
+	return exitOK
+}
+
+// releasedNothing reports a release that found nothing to end: exit 0 when
+// the name is free, 1 when another token than -token holds it.
+func releasedNothing(a *app, o *opts, held bool, h backend.Holding, token uint64) int {
+	code := exitOK
+	msg := fmt.Sprintf("%s is free: nothing released", oneLine(o.name))
+	if held || token != 0 {
+		code = exitFailure
+		msg = fmt.Sprintf("%s is not held with token %d: nothing released", oneLine(o.name), token)
+		if held {
+			msg = fmt.Sprintf("%s is held with token %d, not %d: nothing released", oneLine(o.name), h.Token, token)
+		}
+	}
+	if o.json {
+		writeJSON(a.stdout, struct {
+			Released bool `json:"released"`
+		}{})
+	}
+	fmt.Fprintln(a.stderr, msg)
+	return code
+}
+
+// readLine reads one line of r, or returns answered false when ctx ends
+// first (SIGINT at the prompt: the read is left behind, the process exits).
+func readLine(ctx context.Context, r io.Reader) (line string, answered bool) {
+	got := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(r).ReadString('\n')
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		return l, true
+	case <-ctx.Done():
+		return "", false
+	}
+}
