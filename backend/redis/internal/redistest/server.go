@@ -119,6 +119,7 @@ func (s *Server) start() {
 	)
 	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
+	dieWithTest(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		s.t.Fatalf("redis-server pipe: %v", err)
