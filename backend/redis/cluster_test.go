@@ -1,7 +1,9 @@
 package redis
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,12 +72,44 @@ func TestClusterEvictionCheckAndScripts(t *testing.T) {
 	}
 }
 
-// The conformance suite through a ClusterClient: hash tags, per-node
-// pipelines and pub/sub as Cluster serves them (one node: no resharding or
-// failover is exercised here).
+// The conformance suite through a ClusterClient on a cluster of three
+// masters, each with a replica: the suite's names hash to slots on every
+// master (checked: each master ran the backend's scripts), hash tags keep
+// each name's keys on one slot, batches are split per master, and pub/sub
+// goes through whichever node the client picks.
 func TestConformanceOnCluster(t *testing.T) {
-	_, cc := startOneNodeCluster(t)
+	t.Parallel()
+	c := startTestCluster(t)
+	cc := newClusterClient(t, c)
+	before := scriptCalls(ctxT(t), t, c)
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return newTestBackend(t, cc)
 	})
+	after := scriptCalls(ctxT(t), t, c)
+	for addr, n := range after {
+		if n <= before[addr] {
+			t.Errorf("master %s ran no script: the names did not reach every master", addr)
+		}
+	}
+}
+
+// scriptCalls counts, per master, the scripts it ran (EVALSHA and EVAL).
+func scriptCalls(ctx context.Context, t *testing.T, c *redistest.Cluster) map[string]int {
+	t.Helper()
+	calls := map[string]int{}
+	for _, m := range c.Masters(ctx) {
+		stats, err := c.Admin(m).Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatalf("INFO commandstats on %s: %v", m.Addr(), err)
+		}
+		for _, line := range strings.Split(stats, "\n") {
+			for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+					n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+					calls[m.Addr()] += n
+				}
+			}
+		}
+	}
+	return calls
 }

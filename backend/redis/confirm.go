@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -59,4 +60,25 @@ func (b *Backend) primaryPipeline(ctx context.Context, key string) (goredis.Pipe
 		return c.Pipeline(), nil
 	}
 	return nil, fmt.Errorf("%w: %T cannot confirm writes", ErrInvalidOption, b.client)
+}
+
+// reloadAfter makes a ClusterClient reload its slot map, in the background,
+// after err: go-redis reloads it on MOVED, but not when a master stops
+// answering (it keeps the dead master until ClusterStateReloadInterval, a
+// minute by default, while its replica serves the slots), and calls made
+// through a node's own client (replica confirmation, batches) do not follow
+// MOVED at all. Redis errors other than the cluster's own redirections and refusals
+// (a script's error, NOSCRIPT) say nothing about the topology.
+func (b *Backend) reloadAfter(ctx context.Context, err error) {
+	cc, ok := b.client.(*goredis.ClusterClient)
+	if !ok || err == nil {
+		return
+	}
+	var reply goredis.Error
+	if errors.As(err, &reply) && !goredis.HasErrorPrefix(err, "MOVED") && !goredis.HasErrorPrefix(err, "ASK") &&
+		!goredis.HasErrorPrefix(err, "CLUSTERDOWN") && !goredis.HasErrorPrefix(err, "READONLY") &&
+		!goredis.HasErrorPrefix(err, "TRYAGAIN") {
+		return
+	}
+	cc.ReloadState(ctx)
 }

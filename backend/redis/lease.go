@@ -33,6 +33,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		reply, err = acquireScript.Run(ctx, b.client, keys, args...).Result()
 	}
 	if err != nil {
+		b.reloadAfter(ctx, err)
 		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, err)
 	}
 	g, err := parseAcquire(reply)
@@ -86,6 +87,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 		reply, err = renewScript.Run(ctx, b.client, keys, args...).Result()
 	}
 	if err != nil {
+		b.reloadAfter(ctx, err)
 		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, err)
 	}
 	g, holder, err := parseRenew(reply)
@@ -130,6 +132,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	}
 	err := releaseScript.Run(ctx, b.client, []string{b.LeaseKey(r.Key)}, r.Owner, r.Attempt, token, channel, r.Key).Err()
 	if err != nil {
+		b.reloadAfter(ctx, err)
 		return fmt.Errorf("redis: release %q: %w", r.Key, err)
 	}
 	return nil

@@ -11,9 +11,9 @@ import (
 )
 
 // newManager starts a Manager on b, closed when the test ends.
-func newManager(t *testing.T, b *Backend, owner string) *leasehold.Manager {
+func newManager(t *testing.T, b *Backend, owner string, opts ...leasehold.Option) *leasehold.Manager {
 	t.Helper()
-	m, err := leasehold.New(b, leasehold.WithOwner(owner))
+	m, err := leasehold.New(b, append([]leasehold.Option{leasehold.WithOwner(owner)}, opts...)...)
 	if err != nil {
 		t.Fatalf("leasehold.New: %v", err)
 	}

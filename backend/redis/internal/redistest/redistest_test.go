@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -106,5 +107,47 @@ func TestProxyFaults(t *testing.T) {
 	p.Close()
 	if err := c.Ping(ctx).Err(); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("ping through a closed proxy: %v", err)
+	}
+}
+
+func TestClusterServesEverySlotAndFailsOver(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	masters := c.Masters(ctx)
+	if len(masters) != 3 {
+		t.Fatalf("%d masters, want 3", len(masters))
+	}
+	replica := c.ReplicaOf(ctx, masters[0])
+	c.Failover(ctx, replica, "")
+	if got := c.ReplicaOf(ctx, replica); got != masters[0] {
+		t.Fatalf("after the failover, the replica of %s is %s, want the old master", replica.Addr(), got.Addr())
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	g := redistest.StartSentinel(t, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := g.Primary(ctx)
+	from, to := g.Failover(ctx)
+	if from != first || to == first {
+		t.Fatalf("failover from %s to %s; the primary was %s", from.Addr(), to.Addr(), first.Addr())
+	}
+	g.WaitReplicated(ctx)
+}
+
+// Every process of a cluster is gone once the test
+// that started it ends (t.Cleanup runs whether the test passed or failed).
+func TestClusterProcessesEndWithTheirTest(t *testing.T) {
+	var addrs []string
+	t.Run("cluster", func(t *testing.T) {
+		addrs = append(addrs, redistest.StartCluster(t, 3, 0, time.Second).Addrs()...)
+	})
+	for _, a := range addrs {
+		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after its test ended", a)
+		}
 	}
 }

@@ -26,6 +26,11 @@ type Server struct {
 	dir  string
 	port int
 	args []string
+	// conf is the path of a config file given before the arguments ("" for
+	// none), and
+	// ready the log line that says the process accepts connections.
+	conf  string
+	ready string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -42,10 +47,30 @@ func Start(t testing.TB, extra ...string) *Server {
 	if err != nil {
 		Unavailable(t, "redis-server is not installed: %v", err)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: FreePort(t), args: extra}
-	s.start()
+	return startServer(t, bin, t.TempDir(), "", "Ready to accept connections", extra)
+}
+
+// startServer starts redis-server in dir with an optional config file (a
+// path, "" for none) and extra arguments, and waits for the log line ready.
+// Its Kill is registered with t.Cleanup before anything can fail, so no
+// process outlives its test.
+func startServer(t testing.TB, bin, dir, conf, ready string, extra []string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: bin, dir: dir, port: FreePort(t), args: extra, conf: conf, ready: ready}
 	t.Cleanup(s.Kill)
+	s.start()
 	return s
+}
+
+// Dir is the server's working directory (snapshots, nodes.conf, a sentinel's
+// config file).
+func (s *Server) Dir() string { return s.dir }
+
+// Alive reports whether the process runs (it was not killed).
+func (s *Server) Alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 // Addr is the server's host:port.
@@ -78,7 +103,11 @@ func (s *Server) Restart() {
 
 func (s *Server) start() {
 	s.t.Helper()
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -87,8 +116,10 @@ func (s *Server) start() {
 		"--daemonize", "no",
 		"--logfile", "",
 		"--loglevel", "notice",
-	}, s.args...)
+	)
+	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
+	dieWithTest(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		s.t.Fatalf("redis-server pipe: %v", err)
@@ -108,7 +139,7 @@ func (s *Server) start() {
 			line := sc.Text()
 			if !signalled {
 				logTail.WriteString(line + "\n")
-				if strings.Contains(line, "Ready to accept connections") {
+				if strings.Contains(line, s.ready) {
 					signalled = true
 					close(ready)
 				}
