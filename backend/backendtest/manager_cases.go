@@ -457,18 +457,19 @@ func (s *suite) mNoReentry(t *testing.T) {
 	leases := make(chan *leasehold.Lease, n)
 	var wg sync.WaitGroup
 	for i := range n {
+		queued := newSentContext()
 		wg.Go(func() {
-			l, err := m.Acquire(context.Background(), "job", leasehold.WithWait(patience))
+			l, err := m.Acquire(queued, "job", leasehold.WithWait(patience))
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				return
 			}
 			order <- i
 			leases <- l
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the work
 			_ = l.Release(context.Background())
 		})
-		time.Sleep(30 * time.Millisecond) // enqueue in order i
+		<-queued.sent // waiter i is in the queue before waiter i+1 starts
 	}
 	_ = first.Release(ctxT(t))
 	wg.Wait()
@@ -480,6 +481,25 @@ func (s *suite) mNoReentry(t *testing.T) {
 		}
 		want++
 	}
+}
+
+// sentContext tells when Manager.Acquire has sent its request: Acquire asks
+// its context for Done only once the request is on its way to the lease
+// actor (it checks Err before), so the first call to Done is the signal that
+// the waiter is queued, in the order of the Managers' mailboxes.
+type sentContext struct {
+	context.Context
+	once sync.Once
+	sent chan struct{}
+}
+
+func newSentContext() *sentContext {
+	return &sentContext{Context: context.Background(), sent: make(chan struct{})}
+}
+
+func (c *sentContext) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.sent) })
+	return c.Context.Done()
 }
 
 func (s *suite) mIndependentNames(t *testing.T) {
