@@ -14,7 +14,7 @@ import (
 // carries the lease name: names are unbounded, and a metric per name would
 // grow without limit in every backend the application exports to.
 //
-// Every attribute set is made once here, so recording allocates nothing.
+// Every attribute set is made once here, not per measurement.
 type Metrics struct {
 	acquireDuration metric.Float64Histogram
 	held            metric.Int64UpDownCounter
