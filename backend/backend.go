@@ -76,6 +76,11 @@ type AcquireRequest struct {
 	Attempt  string
 	TTL      time.Duration
 	Metadata string
+	// Wait says the caller will wait for Key if this attempt is refused. A
+	// ReleaseWatcher may announce only the releases of keys that a refused
+	// waiting attempt marked (no announcement costs anything when nobody
+	// waits); it must announce those.
+	Wait bool
 }
 
 // RenewRequest extends one holding.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -29,6 +30,57 @@ type BatchRenewer interface {
 // RenewResult is the outcome of one renewal in a batch: a Grant, or an error
 // wrapping ErrNotHeld.
 type RenewResult struct {
+	Grant Grant
+	Err   error
+}
+
+// Batcher is implemented by backends that can make several calls in one
+// round trip (a Redis pipeline, a PostgreSQL batch). The engine coalesces the
+// calls that are ready at the same moment, never holding a lone call back to
+// wait for company, and hands them to Batch.
+type Batcher interface {
+	// Batch makes every call in calls and fills in each one's Grant and Err,
+	// exactly as the single call (Acquire, Renew, Release) would have
+	// answered it: a call that breaks the request limits gets
+	// ErrInvalidRequest and the others still run. Calls on the same key run
+	// in slice order. ctx bounds the whole batch; when the round trip fails,
+	// every call it carried gets the error (as an ambiguous single call
+	// would: it may have been applied).
+	Batch(ctx context.Context, calls []Call)
+}
+
+// Op is what a Call asks for.
+type Op uint8
+
+// The calls a batch carries.
+const (
+	OpAcquire Op = iota + 1
+	OpRenew
+	OpRelease
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpRenew:
+		return "renew"
+	case OpRelease:
+		return "release"
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Call is one request of a batch and, once Batch returns, its answer. Op says
+// which request field is meant.
+type Call struct {
+	Op      Op
+	Acquire AcquireRequest
+	Renew   RenewRequest
+	Release ReleaseRequest
+
+	// The answer: Grant for OpAcquire and OpRenew, Err for all three (as
+	// the single call would return it).
 	Grant Grant
 	Err   error
 }
