@@ -31,6 +31,12 @@ var (
 	// backend makes. Acquire releases that grant and returns this error
 	// rather than hand out a lease that does not fence off its predecessor.
 	ErrTokenNotIncreasing = messages.ErrTokenNotIncreasing
+
+	// ErrTTLTooShort: the grant came back after the lease's own local
+	// deadline (TTL minus the safety margin, counted from the request): the
+	// backend's latency used the whole TTL up. The grant is released and
+	// Acquire fails; use a longer TTL.
+	ErrTTLTooShort = messages.ErrTTLTooShort
 )
 
 // NotAcquiredError is the ErrNotAcquired a busy lease returns; it says who held

@@ -35,7 +35,7 @@ func (m *Manager) HealthCheck() error {
 		problems = append(problems, fmt.Errorf("backend %s: last %s call failed %v ago: %w",
 			m.b.Info().Name, f.Op, now.Sub(f.At).Round(time.Millisecond), f.Err))
 	}
-	for _, h := range m.held.Snapshot() {
+	for _, h := range m.engine.Holdings() {
 		if !h.AutoRenew || h.Err() != nil {
 			continue
 		}

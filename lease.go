@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
@@ -78,7 +79,9 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	reply := make(chan error, 1)
-	l.m.system.Root.Send(l.m.registry, &messages.Renew{Key: l.h.Key, Token: l.h.Token, TTL: ttl, Reply: reply})
+	if !l.m.engine.Send(l.h.Key, &messages.Renew{Key: l.h.Key, Token: l.h.Token, TTL: ttl, Reply: reply}, false) {
+		return l.endedErr()
+	}
 	select {
 	case err := <-reply:
 		if errors.Is(err, messages.ErrStale) {
@@ -89,7 +92,7 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 		return l.h.Err()
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-l.m.stopped:
+	case <-l.m.engine.Stopped():
 		return closedErr(l.h)
 	}
 }
@@ -103,20 +106,28 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 // on a holding that has already ended (released or lost) it returns nil
 // without any backend call.
 func (l *Lease) Release(ctx context.Context) error {
-	if !l.h.End(fmt.Errorf("%w: lease %q (token %d)", ErrReleased, l.h.Name, l.h.Token), false) {
+	if !l.h.End(messages.Released(l.h.Name, l.h.Token), false) {
 		return nil // already ended: released, lost or closed
 	}
-	reply := make(chan error, 1)
-	l.m.system.Root.Send(l.m.registry, &messages.Release{Key: l.h.Key, Token: l.h.Token, Reply: reply})
+	reply := releaseReplies.Get().(chan error)
+	if !l.m.engine.Send(l.h.Key, &messages.Release{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
+		releaseReplies.Put(reply)
+		return nil // its actor is gone, and with it the holding (Close)
+	}
 	select {
 	case err := <-reply:
+		releaseReplies.Put(reply)
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-l.m.stopped:
+	case <-l.m.engine.Stopped():
 		return nil
 	}
 }
+
+// releaseReplies recycles the reply channels of Release: a channel goes back
+// only once its one reply has been received.
+var releaseReplies = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 func (l *Lease) endedErr() error {
 	if err := l.h.Err(); err != nil {

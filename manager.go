@@ -34,9 +34,6 @@ type Manager struct {
 	ownSystem bool
 	engine    *actors.Engine
 	cfg       *actors.Config
-	registry  *actor.PID
-	stopped   <-chan struct{} // closed once every actor has stopped
-	held      *actors.HeldSet
 
 	closed    atomic.Bool
 	closeDone chan struct{}
@@ -75,7 +72,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	}
 	m := &Manager{
 		b: b, owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
-		system: c.system, held: actors.NewHeldSet(), closeDone: make(chan struct{}),
+		system: c.system, closeDone: make(chan struct{}),
 		subs: map[*Subscription]struct{}{},
 	}
 	if m.system == nil {
@@ -90,11 +87,10 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 		)
 	}
 	m.cfg = &actors.Config{
-		Owner: m.owner, Backend: b, Logger: c.logger, Held: m.held, Metrics: metrics,
+		Owner: m.owner, Backend: b, Logger: c.logger, Metrics: metrics,
 		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay,
 	}
 	m.engine = actors.Start(m.system.Root, m.cfg)
-	m.registry, m.stopped = m.engine.Registry, m.engine.Stopped
 	return m, nil
 }
 
@@ -155,24 +151,32 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	reply := make(chan messages.AcquireReply, 1)
-	ticket := new(messages.Ticket)
-	m.system.Root.Send(m.registry, &messages.Acquire{
+	// The command and its ticket in one allocation, the reply channel
+	// reused: an acquire is the hot path.
+	call := &acquireCall{}
+	reply := acquireReplies.Get().(chan messages.AcquireReply)
+	call.msg = messages.Acquire{
 		Name: name, Key: key, TTL: c.ttl, RenewEvery: c.renewEvery, AutoRenew: c.autoRenew,
-		Metadata: c.metadata, Wait: c.wait, Ctx: ctx, Ticket: ticket, Reply: reply,
-	})
+		Metadata: c.metadata, Wait: c.wait, Ctx: ctx, Ticket: &call.ticket, Reply: reply,
+	}
+	if !m.engine.Send(key, &call.msg, true) {
+		acquireReplies.Put(reply)
+		return nil, ErrClosed
+	}
 	var r messages.AcquireReply
 	select {
 	case r = <-reply:
 	case <-ctx.Done():
-		if ticket.Abandon() {
-			m.system.Root.Send(m.registry, &messages.CancelWait{Key: key, Ticket: ticket})
+		if call.ticket.Abandon() {
+			// The lease actor still answers on reply: it is not reused.
+			m.engine.Send(key, &messages.CancelWait{Key: key, Ticket: &call.ticket}, false)
 			return nil, ctx.Err()
 		}
 		r = <-reply // granted just now: the reply is on its way
-	case <-m.stopped:
+	case <-m.engine.Stopped():
 		return nil, ErrClosed
 	}
+	acquireReplies.Put(reply)
 	switch {
 	case r.Holding != nil && m.closed.Load() && r.Holding.Err() != nil:
 		return nil, ErrClosed // granted, then released by Close: not a lease to hand out
@@ -186,6 +190,16 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 		return nil, r.Err
 	}
 }
+
+// acquireCall is an Acquire command with its ticket.
+type acquireCall struct {
+	msg    messages.Acquire
+	ticket messages.Ticket
+}
+
+// acquireReplies recycles the reply channels of Acquire: a channel goes back
+// only once its one reply has been received.
+var acquireReplies = sync.Pool{New: func() any { return make(chan messages.AcquireReply, 1) }}
 
 // Do acquires the lease name (honouring WithWait), runs fn with the lease's
 // Context, and releases the lease afterwards, also when fn panics. It returns
@@ -231,15 +245,15 @@ func (m *Manager) Subscribe(buffer int) *Subscription {
 		m.subsMu.Lock()
 		delete(m.subs, s)
 		m.subsMu.Unlock()
-		m.system.Root.Send(m.registry, &messages.Unsubscribe{Sink: s.sink})
+		m.engine.Unsubscribe(s.sink)
 	}
-	m.system.Root.Send(m.registry, &messages.Subscribe{Sink: s.sink})
+	m.engine.Subscribe(s.sink)
 	return s
 }
 
 // Held lists the leases this Manager holds now, sorted by name.
 func (m *Manager) Held() []LeaseInfo {
-	hs := m.held.Snapshot()
+	hs := m.engine.Holdings()
 	out := make([]LeaseInfo, 0, len(hs))
 	for _, h := range hs {
 		if h.Err() != nil {
@@ -276,13 +290,13 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.cfg.Closing.Store(true)
 
 	released := make(chan struct{})
-	m.system.Root.Send(m.registry, &messages.Shutdown{Ctx: ctx, Reply: released})
+	m.engine.Shutdown(&messages.Shutdown{Ctx: ctx, Reply: released})
 	select {
 	case <-released:
 	case <-ctx.Done():
 		m.closeErr = ctx.Err()
 	}
-	m.engine.Stop(m.system.Root) // quick: the backend actor cancels calls in flight
+	m.engine.Stop() // quick: the backend actor cancels calls in flight
 	if m.ownSystem {
 		m.system.Shutdown()
 	}

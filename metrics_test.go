@@ -84,6 +84,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.FailRenew.Store(true)
+	if err := doomed.Renew(ctx, 0); err == nil { // a failed renewal, whatever the timing
+		t.Fatal("Renew succeeded on a failing backend")
+	}
 	<-doomed.Lost()
 	f.FailRenew.Store(false)
 	if err := kept.Release(ctx); err != nil {

@@ -190,7 +190,8 @@ func stressOp(rng *rand.Rand, m *leasehold.Manager, name string, tr *tracker) {
 	l, err := m.Acquire(ctx, name, opts...)
 	if err != nil {
 		if !errors.Is(err, leasehold.ErrNotAcquired) && !errors.Is(err, leasehold.ErrClosed) &&
-			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, backendtest.ErrInjected) {
+			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, backendtest.ErrInjected) &&
+			!errors.Is(err, leasehold.ErrTTLTooShort) { // a 30 ms TTL on a loaded machine
 			tr.t.Errorf("Acquire: unexpected error %v", err)
 		}
 		return

@@ -15,36 +15,41 @@ import (
 // releaseTimeout bounds every release: releases run detached from whoever
 // asked for them (a caller of Lease.Release, a loss, an abandoned grant, an
 // ambiguous acquire, Close), so this is their only bound besides Close's
-// context.
+// context. It also bounds a batch of calls.
 const releaseTimeout = 10 * time.Second
 
 // backendActor owns the Backend: it makes the calls off its mailbox, on a few
-// long-lived workers (a goroutine of its own for a call when all are busy; a
-// semaphore that goroutines, not the mailbox, wait on bounds them), batches
-// renewals for a BatchRenewer, and keeps the one release watch. (Lease actors
-// call an Immediate backend themselves.) Stopping cancels every call in flight
-// and waits for it, so nothing outlives the Manager.
+// long-lived workers (a goroutine of its own for a call when all are busy),
+// coalesces the calls that are ready together into one round trip on a
+// backend.Batcher (coalesce.go), batches renewals for a BatchRenewer
+// (renew_batcher.go), and keeps the one release watch. (Lease actors call an
+// Immediate backend themselves.) Stopping cancels every call in flight and
+// Engine.Stop waits for it, so nothing outlives the Manager.
 type backendActor struct {
-	cfg      *Config
-	registry *actor.PID
-	root     *actor.RootContext
-	inline   bool
+	cfg    *Config
+	root   *actor.RootContext
+	notice func(key string) // wakes the waiters of key
+	done   chan struct{}    // closed when stopped
+	inline bool
 
 	base   context.Context // ends when the actor stops
 	cancel context.CancelFunc
 	// calls bounds every call: until Shutdown it is base; Shutdown cancels
 	// the calls in flight and makes the following ones run under Close's
-	// context (see messages.Shutdown).
+	// context (see messages.Shutdown). Workers read it under mu.
+	mu          sync.Mutex
 	calls       context.Context
 	cancelCalls context.CancelFunc
-	sem         chan struct{}
-	work        chan func() // to the call workers
-	wg          sync.WaitGroup
 
+	sem  chan struct{}   // bounds calls in flight (MaxInFlight)
+	work chan func()     // to the call workers
+	wg   *sync.WaitGroup // its goroutines; Engine.Stop waits for them
+
+	queue *coalescer    // nil unless the backend is a Batcher
 	batch *renewBatcher // nil unless the backend renews in batches
 }
 
-func newBackendActor(cfg *Config, registry *actor.PID, root *actor.RootContext) actor.Actor {
+func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
 	_, inline := cfg.Backend.(backend.Immediate)
 	n := cfg.MaxInFlight
 	if n <= 0 {
@@ -52,10 +57,16 @@ func newBackendActor(cfg *Config, registry *actor.PID, root *actor.RootContext) 
 	}
 	base, cancel := context.WithCancel(context.Background())
 	calls, cancelCalls := context.WithCancel(base)
-	a := &backendActor{cfg: cfg, registry: registry, root: root, inline: inline,
+	a := &backendActor{cfg: cfg, root: root, notice: notice, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
-	if br, ok := cfg.Backend.(backend.BatchRenewer); ok && !inline {
+	if inline {
+		return a
+	}
+	if br, ok := cfg.Backend.(backend.BatchRenewer); ok {
 		a.batch = newRenewBatcher(br, cfg.RenewBatchSize, cfg.RenewBatchDelay)
+	}
+	if b, ok := cfg.Backend.(backend.Batcher); ok {
+		a.queue = newCoalescer(a, b)
 	}
 	return a
 }
@@ -67,14 +78,12 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			a.startWorkers()
 		}
 		if a.batch != nil {
-			a.batch.start(ctx, a.root)
+			a.batch.start(a.root)
 		}
 		if w, ok := a.cfg.Backend.(backend.ReleaseWatcher); ok {
 			a.cfg.notifications.Store(true)
 			a.wg.Go(func() {
-				err := w.WatchReleases(a.base, func(key string) {
-					a.root.Send(a.registry, &messages.ReleaseNotice{Key: key})
-				})
+				err := w.WatchReleases(a.base, a.notice)
 				a.cfg.notifications.Store(false)
 				switch {
 				case a.base.Err() != nil:
@@ -84,59 +93,71 @@ func (a *backendActor) Receive(ctx actor.Context) {
 				}
 			})
 		}
-	case *messages.BackendAcquire:
-		a.run(m.ReplyTo, m)
-	case *messages.BackendRenew:
-		if a.batch != nil {
+	case *messages.BackendCall:
+		switch {
+		case m.Call.Op == backend.OpRenew && a.batch != nil:
 			a.batch.add(ctx, m, a.flush)
-			return
+		case a.queue != nil:
+			a.queue.add(m)
+		default:
+			a.run(m)
 		}
-		a.run(m.ReplyTo, m)
 	case *messages.FlushTick:
 		if a.batch != nil {
-			a.batch.tick(ctx, m, a.flush)
+			a.batch.tick(m, a.flush)
 		}
-	case *messages.BackendRelease:
-		a.run(m.ReplyTo, m)
 	case *messages.Shutdown:
 		a.onShutdown(m)
 	case *actor.Stopping:
 		if a.batch != nil {
 			a.batch.stop()
 		}
+		a.mu.Lock()
 		a.cancelCalls()
+		a.mu.Unlock()
 		a.cancel()
 		if a.work != nil {
 			close(a.work)
 		}
-		a.wg.Wait()
+	case *actor.Stopped:
+		close(a.done)
 	}
+}
+
+// callsCtx is the context every call starts under now.
+func (a *backendActor) callsCtx() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.calls
 }
 
 // onShutdown cancels every call in flight (Close must not wait on a call that
 // blocks until its context ends) and runs the calls that follow, the
 // releases Shutdown makes, under Close's context.
 func (a *backendActor) onShutdown(m *messages.Shutdown) {
-	a.cancelCalls()
 	closing := m.Ctx
 	if closing == nil {
 		closing = context.Background()
 	}
 	ctx, cancel := context.WithCancel(a.base)
 	stop := context.AfterFunc(closing, cancel)
+	a.mu.Lock()
+	a.cancelCalls()
 	a.calls, a.cancelCalls = ctx, func() { stop(); cancel() }
+	a.mu.Unlock()
 }
 
-// run makes the call req asks for and sends its result to replyTo, off the
-// mailbox. (Immediate backends never get here: lease actors call them.)
-func (a *backendActor) run(replyTo *actor.PID, req any) {
-	calls := a.calls
-	a.exec(func() {
-		res := perform(a.cfg, calls, false, req)
-		if replyTo != nil {
-			a.root.Send(replyTo, res)
-		}
-	})
+// run makes one call off the mailbox and answers it.
+func (a *backendActor) run(m *messages.BackendCall) {
+	calls := a.callsCtx()
+	a.exec(func() { a.reply(m, perform(a.cfg, calls, false, m)) })
+}
+
+// reply sends res to the lease actor that asked.
+func (a *backendActor) reply(m *messages.BackendCall, res messages.BackendResult) {
+	if m.ReplyTo != nil {
+		a.root.Send(m.ReplyTo, &res)
+	}
 }
 
 // callWorkers is how many long-lived goroutines make backend calls. A call on
@@ -174,75 +195,61 @@ func (a *backendActor) exec(fn func()) {
 	}
 }
 
-// perform makes the backend call req asks for and returns its result message.
-// Calls are bounded by base (the backend actor's calls context) as well as by
-// the requester's context or deadline; immediate backends return at once, so
+// perform makes the backend call m asks for and returns its result. Calls are
+// bounded by base (the backend actor's calls context) as well as by the
+// requester's context or deadline; immediate backends return at once, so
 // their calls skip that bookkeeping.
-func perform(cfg *Config, base context.Context, immediate bool, req any) (result any) {
+func perform(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall) (res messages.BackendResult) {
 	b := cfg.Backend
+	c := &m.Call
+	res = messages.BackendResult{Seq: m.Seq, Op: c.Op}
 	// A panicking backend is a bug, but not one that may take the process
 	// down or leave a lease actor without an answer: it becomes a failed call
 	// (an acquire is then cleaned up with a release, a renewal retried).
 	defer func() {
 		if r := recover(); r != nil {
-			result = failed(req, fmt.Errorf("%w: %v", ErrBackendPanic, r))
+			res.Grant, res.Err = backend.Grant{}, fmt.Errorf("%w: %v", ErrBackendPanic, r)
 		}
 	}()
-	switch m := req.(type) {
-	case *messages.BackendAcquire:
-		ctx, done := bound(base, m.Ctx, immediate)
-		defer done()
-		start := time.Now()
-		g, err := b.Acquire(ctx, m.Req)
-		cfg.observe(opAcquire, start, err, m.Ctx)
-		return &messages.AcquireResult{Seq: m.Seq, Grant: g, Err: err}
-	case *messages.BackendRenew:
-		ctx, done := base, context.CancelFunc(func() {})
-		if !immediate {
-			ctx, done = context.WithDeadline(base, m.Deadline)
-		}
-		defer done()
-		start := time.Now()
-		g, err := b.Renew(ctx, m.Req)
-		cfg.observe(opRenew, start, err, nil)
-		return &messages.RenewResult{Seq: m.Seq, Grant: g, Err: err}
-	case *messages.BackendRelease:
-		ctx, done := base, context.CancelFunc(func() {})
-		if !immediate {
-			ctx, done = context.WithTimeout(base, releaseTimeout)
-		}
-		defer done()
-		start := time.Now()
-		err := b.Release(ctx, m.Req)
-		cfg.observe(opRelease, start, err, nil)
-		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
+	ctx, done := callContext(base, immediate, m)
+	defer done()
+	start := time.Now()
+	switch c.Op {
+	case backend.OpAcquire:
+		res.Grant, res.Err = b.Acquire(ctx, c.Acquire)
+		cfg.observe(opAcquire, start, res.Err, m.Ctx)
+	case backend.OpRenew:
+		res.Grant, res.Err = b.Renew(ctx, c.Renew)
+		cfg.observe(opRenew, start, res.Err, nil)
+	case backend.OpRelease:
+		res.Err = b.Release(ctx, c.Release)
+		cfg.observe(opRelease, start, res.Err, nil)
+	default:
+		panic("leasehold: not a backend call: " + c.Op.String())
 	}
-	panic("leasehold: not a backend request")
+	return res
+}
+
+// callContext bounds one call: an acquire by its caller's context, a renewal
+// by the lease's local deadline, a release by releaseTimeout; all of them by
+// base. Immediate backends never wait, so their calls skip it.
+func callContext(base context.Context, immediate bool, m *messages.BackendCall) (context.Context, func()) {
+	if immediate {
+		if m.Ctx != nil {
+			return m.Ctx, func() {}
+		}
+		return base, func() {}
+	}
+	switch m.Call.Op {
+	case backend.OpAcquire:
+		ctx, cancel := context.WithCancel(m.Ctx)
+		stop := context.AfterFunc(base, cancel)
+		return ctx, func() { stop(); cancel() }
+	case backend.OpRenew:
+		return context.WithDeadline(base, m.Deadline)
+	}
+	return context.WithTimeout(base, releaseTimeout)
 }
 
 // ErrBackendPanic wraps the value of a backend call that panicked.
 var ErrBackendPanic = errors.New("leasehold: backend panicked")
-
-// failed is the result of req failing with err.
-func failed(req any, err error) any {
-	switch m := req.(type) {
-	case *messages.BackendAcquire:
-		return &messages.AcquireResult{Seq: m.Seq, Err: err}
-	case *messages.BackendRenew:
-		return &messages.RenewResult{Seq: m.Seq, Err: err}
-	case *messages.BackendRelease:
-		return &messages.ReleaseResult{Seq: m.Seq, Err: err}
-	}
-	return nil
-}
-
-// bound derives a call context from the requester's ctx that also ends when
-// base does.
-func bound(base, parent context.Context, immediate bool) (context.Context, func()) {
-	if immediate {
-		return parent, func() {}
-	}
-	ctx, cancel := context.WithCancel(parent)
-	stop := context.AfterFunc(base, cancel)
-	return ctx, func() { stop(); cancel() }
-}

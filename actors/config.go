@@ -19,7 +19,6 @@ type Config struct {
 	Owner   string
 	Backend backend.Backend
 	Logger  *slog.Logger
-	Held    *HeldSet
 	// MaxInFlight bounds concurrent backend calls (default 256).
 	MaxInFlight int
 	// RenewBatchSize and RenewBatchDelay bound how many renewals one round

@@ -23,11 +23,15 @@ type Metrics struct {
 	calls           metric.Int64Counter
 	callDuration    metric.Float64Histogram
 
-	acquireOutcome map[string]metric.MeasurementOption
-	renewOK        metric.MeasurementOption
-	renewFailed    metric.MeasurementOption
-	lossReason     map[int]metric.MeasurementOption
-	callAttrs      map[[2]string]metric.MeasurementOption
+	// Option slices, not single options: a variadic call with a slice
+	// passed as is allocates nothing, one with a list of options does.
+	acquireOutcome map[string][]metric.RecordOption
+	renewOK        []metric.AddOption
+	renewFailed    []metric.AddOption
+	lossReason     map[int][]metric.AddOption
+	callAdd        map[[2]string][]metric.AddOption
+	callRecord     map[[2]string][]metric.RecordOption
+	inc            []metric.AddOption // none
 }
 
 // Outcomes and operations, as the attribute values name them.
@@ -55,9 +59,10 @@ var secondsBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	meter := p.Meter("github.com/leasehold/leasehold")
 	m := &Metrics{
-		acquireOutcome: map[string]metric.MeasurementOption{},
-		lossReason:     map[int]metric.MeasurementOption{},
-		callAttrs:      map[[2]string]metric.MeasurementOption{},
+		acquireOutcome: map[string][]metric.RecordOption{},
+		lossReason:     map[int][]metric.AddOption{},
+		callAdd:        map[[2]string][]metric.AddOption{},
+		callRecord:     map[[2]string][]metric.RecordOption{},
 	}
 	var errs [6]error
 	m.acquireDuration, errs[0] = meter.Float64Histogram("leasehold.acquire.duration",
@@ -82,14 +87,16 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	}
 	outcome := func(v string) attribute.KeyValue { return attribute.String("leasehold.outcome", v) }
 	for _, o := range []string{OutcomeAcquired, OutcomeNotAcquired, OutcomeCanceled, OutcomeError} {
-		m.acquireOutcome[o] = set(outcome(o))
+		m.acquireOutcome[o] = []metric.RecordOption{set(outcome(o))}
 	}
-	m.renewOK, m.renewFailed = set(outcome("ok")), set(outcome("failed"))
-	m.lossReason[1] = set(attribute.String("leasehold.reason", "expired"))
-	m.lossReason[2] = set(attribute.String("leasehold.reason", "rejected"))
+	m.renewOK, m.renewFailed = []metric.AddOption{set(outcome("ok"))}, []metric.AddOption{set(outcome("failed"))}
+	m.lossReason[1] = []metric.AddOption{set(attribute.String("leasehold.reason", "expired"))}
+	m.lossReason[2] = []metric.AddOption{set(attribute.String("leasehold.reason", "rejected"))}
 	for _, op := range []string{opAcquire, opRenew, opRelease, opRenewBatch} {
 		for _, o := range []string{callOK, callNotHeld, callError} {
-			m.callAttrs[[2]string{op, o}] = set(attribute.String("leasehold.operation", op), outcome(o))
+			attrs := set(attribute.String("leasehold.operation", op), outcome(o))
+			m.callAdd[[2]string{op, o}] = []metric.AddOption{attrs}
+			m.callRecord[[2]string{op, o}] = []metric.RecordOption{attrs}
 		}
 	}
 	return m, nil
@@ -100,13 +107,16 @@ func (m *Metrics) Acquired(ctx context.Context, took time.Duration, outcome stri
 	if m != nil {
 		// Without the caller's cancellation: the SDK drops a measurement
 		// whose context has ended, and "canceled" is one of the outcomes.
-		m.acquireDuration.Record(context.WithoutCancel(ctx), took.Seconds(), m.acquireOutcome[outcome])
+		if ctx.Err() != nil {
+			ctx = context.WithoutCancel(ctx)
+		}
+		m.acquireDuration.Record(ctx, took.Seconds(), m.acquireOutcome[outcome]...)
 	}
 }
 
 func (m *Metrics) heldDelta(d int64) {
 	if m != nil {
-		m.held.Add(context.Background(), d)
+		m.held.Add(context.Background(), d, m.inc...)
 	}
 }
 
@@ -115,15 +125,15 @@ func (m *Metrics) renewed(ok bool) {
 		return
 	}
 	if ok {
-		m.renewals.Add(context.Background(), 1, m.renewOK)
+		m.renewals.Add(context.Background(), 1, m.renewOK...)
 	} else {
-		m.renewals.Add(context.Background(), 1, m.renewFailed)
+		m.renewals.Add(context.Background(), 1, m.renewFailed...)
 	}
 }
 
 func (m *Metrics) lost(reason int) {
 	if m != nil {
-		m.losses.Add(context.Background(), 1, m.lossReason[reason])
+		m.losses.Add(context.Background(), 1, m.lossReason[reason]...)
 	}
 }
 
@@ -140,7 +150,7 @@ func (m *Metrics) called(op string, took time.Duration, err error) {
 	default:
 		o = callError
 	}
-	attrs := m.callAttrs[[2]string{op, o}]
-	m.calls.Add(context.Background(), 1, attrs)
-	m.callDuration.Record(context.Background(), took.Seconds(), attrs)
+	k := [2]string{op, o}
+	m.calls.Add(context.Background(), 1, m.callAdd[k]...)
+	m.callDuration.Record(context.Background(), took.Seconds(), m.callRecord[k]...)
 }

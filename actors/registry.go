@@ -9,227 +9,192 @@ import (
 	"github.com/leasehold/leasehold/messages"
 )
 
-// idleSweep is how often idle lease actors are stopped. An actor idle at one
-// sweep is stopped at the next unless a command came meanwhile, so a name
-// used in a tight acquire/release loop keeps its actor, and memory follows
-// the live leases within two sweeps.
+// idleSweep is how often idle lease actors are retired. An actor idle at one
+// sweep is retired at the next unless a command came meanwhile, so a name used
+// in a tight acquire/release loop keeps its actor, and memory follows the live
+// leases within two sweeps.
 const idleSweep = 500 * time.Millisecond
 
-// child is a running lease actor and the number of commands forwarded to it.
-type child struct {
-	pid        *actor.PID
-	sent       uint64
-	idle       bool   // reported idle after handling all `sent` commands
-	idleSweeps uint64 // the sweep count when it was reported idle
-}
-
-// registry routes commands by key to lease actors, spawns them on demand and
-// stops them when idle. It is the parent of every actor of one Manager, so
-// stopping it stops them all; Stopped closes the channel Spawn returned.
-type registry struct {
-	cfg      *Config
-	props    func(producer actor.Producer) *actor.Props
-	children map[string]*child
-	idle     map[string]*child
-	backend  *actor.PID
-	hub      *actor.PID
-	stopped  chan struct{}
-
-	// leaseProps is shared by every lease actor (Props per actor cost a
-	// tenth of a held lease's memory); its producer, which protoactor calls
-	// synchronously inside Spawn, takes the key from spawning.
-	leaseProps *actor.Props
-	spawning   string
-	root       *actor.RootContext
-	leases     sync.WaitGroup // lease actors not yet stopped
-
-	timers *scheduler.TimerScheduler
-	sweeps uint64 // sweeps done
-	sweepT timer
-
-	closing      bool
-	shutdownWait int
-	shutdownDone chan struct{}
-}
-
-// Engine is the running actors of one Manager.
+// Engine is the running actors of one Manager: a lease actor per key in use,
+// found through the router; the backend actor; the event hub; and the
+// registry, which retires idle lease actors and runs Shutdown.
 type Engine struct {
-	// Registry is the address of every command.
-	Registry *actor.PID
-	// Stopped is closed once the registry and all its children have stopped.
-	Stopped <-chan struct{}
-	pool    *pool
+	root    *actor.RootContext
+	cfg     *Config
+	router  *router
+	alarms  *alarms
+	hub     *actor.PID
+	backend *actor.PID
+	// registry is the parent of nothing (lease actors are spawned from the
+	// root: protoactor's child set keeps a stopped child's PID, and through
+	// it the whole actor, in its backing array) but the supervisor of all.
+	registry *actor.PID
+	stopped  chan struct{} // closed when every lease actor has stopped
+	regDone  chan struct{} // closed when the registry has stopped
+	backDone chan struct{} // closed when the backend actor has stopped
+	leases   sync.WaitGroup
+	backWG   sync.WaitGroup // the backend actor's goroutines
+
+	// leaseProps is shared by every lease actor (Props per actor would cost
+	// a tenth of a held lease's memory); its producer, which protoactor
+	// calls synchronously inside Spawn, takes the entry from spawning.
+	leaseProps *actor.Props
+	spawnMu    sync.Mutex
+	spawning   *entry
 }
 
 // Start spawns the actors of one Manager in root's system.
 func Start(root *actor.RootContext, cfg *Config) *Engine {
 	cfg.instance = newInstance()
-	stopped := make(chan struct{})
-	p := newPool()
+	e := &Engine{root: root, cfg: cfg, alarms: newAlarms(root),
+		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
 	props := func(producer actor.Producer) *actor.Props {
-		return actor.PropsFromProducer(producer, actor.WithDispatcher(p), actor.WithSupervisor(stopOnFailure))
+		return actor.PropsFromProducer(producer, actor.WithDispatcher(dispatcher), actor.WithSupervisor(stopOnFailure))
 	}
-	pid := root.Spawn(props(func() actor.Actor {
-		return &registry{cfg: cfg, props: props, stopped: stopped,
-			children: map[string]*child{}, idle: map[string]*child{}}
-	}))
-	return &Engine{Registry: pid, Stopped: stopped, pool: p}
+	// The router first: the backend actor's release watch may route a
+	// notice as soon as it starts.
+	e.router = newRouter(e.spawnLease)
+	e.hub = root.Spawn(props(newHub))
+	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.backDone, &e.backWG) }))
+	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
+	// a lease actor sees a few messages per renewal period, so its lower
+	// peak throughput does not matter.
+	e.leaseProps = props(func() actor.Actor { return newLeaseActor(e, e.spawning) }).
+		Configure(actor.WithMailbox(actor.UnboundedLockfree()), actor.WithGuardian(stopOnFailure))
+	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
+	return e
 }
+
+// spawnLease starts the lease actor of en (the router holds en's shard lock).
+func (e *Engine) spawnLease(en *entry) *actor.PID {
+	e.spawnMu.Lock()
+	defer e.spawnMu.Unlock()
+	e.spawning = en
+	e.leases.Add(1)
+	pid := e.root.Spawn(e.leaseProps)
+	e.spawning = nil
+	return pid
+}
+
+// Send routes a command to key's lease actor, spawning it when spawn is set.
+// It reports false when there is no such actor (or, closing, none may be
+// spawned); msg was not sent then.
+func (e *Engine) Send(key string, msg any, spawn bool) bool {
+	pid := e.router.route(key, spawn)
+	if pid == nil {
+		return false
+	}
+	e.root.Send(pid, msg)
+	return true
+}
+
+// notice wakes the waiters of key, if it has a lease actor.
+func (e *Engine) notice(key string) { e.Send(key, &messages.ReleaseNotice{Key: key}, false) }
+
+// Subscribe and Unsubscribe add and remove a subscriber of loss events.
+func (e *Engine) Subscribe(s *messages.Sink)   { e.root.Send(e.hub, &messages.Subscribe{Sink: s}) }
+func (e *Engine) Unsubscribe(s *messages.Sink) { e.root.Send(e.hub, &messages.Unsubscribe{Sink: s}) }
+
+// Shutdown starts the end of the Manager's work (see messages.Shutdown).
+func (e *Engine) Shutdown(m *messages.Shutdown) { e.root.Send(e.registry, m) }
+
+// Stopped is closed once every lease actor has stopped.
+func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
+
+// Holdings lists the holdings of this Manager now, in no particular order.
+func (e *Engine) Holdings() []*messages.Holding { return e.router.holdings() }
 
 // Stop stops every actor (after a Shutdown, there is nothing left to
-// release) and waits for them and their dispatcher.
-func (e *Engine) Stop(root *actor.RootContext) {
-	root.Stop(e.Registry)
-	<-e.Stopped
-	e.pool.stop()
+// release) and waits for them and their goroutines. The waiting is done here,
+// never in an actor's Receive: with the caller-runs dispatcher, an actor that
+// blocked could be blocking the very goroutine that runs what it waits for.
+func (e *Engine) Stop() {
+	e.router.closing.Store(true) // nothing spawns from now on
+	for _, pid := range e.router.all(false) {
+		e.root.Stop(pid)
+	}
+	e.leases.Wait() // quick: lease actors never block, and after Shutdown they hold nothing
+	close(e.stopped)
+	e.root.Stop(e.registry)
+	<-e.regDone
+	e.alarms.stop()
+	e.root.Stop(e.backend) // cancels the calls in flight
+	<-e.backDone
+	e.backWG.Wait()
+	e.root.Stop(e.hub) // closes the subscriptions
 }
 
-// stopOnFailure stops a panicking child rather than restarting it with empty
-// state: its Stopping handler answers its callers and ends its holding.
+// stopOnFailure stops a panicking actor rather than restarting it with empty
+// state: a lease actor's Stopping handler answers its callers and ends its
+// holding.
 var stopOnFailure = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+
+// registry retires idle lease actors and runs Shutdown: it sends Shutdown to
+// the backend actor and then to every lease actor, and answers when every
+// lease actor is done.
+type registry struct {
+	e      *Engine
+	timers *scheduler.TimerScheduler
+	sweepT timer
+
+	closing      bool
+	shutdownWait map[string]struct{} // lease actors (PID.Id) not done with Shutdown
+	shutdownDone chan struct{}
+}
 
 func (r *registry) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		root := ctx.ActorSystem().Root
-		self := ctx.Self()
-		r.timers = scheduler.NewTimerScheduler(root)
-		r.hub = ctx.Spawn(r.props(newHub))
-		r.backend = ctx.Spawn(r.props(func() actor.Actor { return newBackendActor(r.cfg, self, root) }))
-		// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
-		// a lease actor sees a few messages per renewal period, so its lower
-		// peak throughput does not matter.
-		//
-		// Lease actors are spawned from the root context, not as children:
-		// protoactor's child set keeps a stopped child's PID (and through its
-		// cached process, the whole actor) in its backing array, so memory
-		// would follow the most leases ever held, not the live ones. The
-		// registry tracks them itself instead: each tells it when it stops
-		// (messages.LeaseStopped), and Stopping waits for them all.
-		r.root = root
-		r.leaseProps = r.props(func() actor.Actor {
-			return newLeaseActor(r.cfg, r.spawning, self, r.backend, r.hub, r.leases.Done)
-		}).Configure(actor.WithMailbox(actor.UnboundedLockfree()), actor.WithGuardian(stopOnFailure))
-	case *messages.Acquire:
-		if r.closing {
-			m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
-			return
-		}
-		r.forward(ctx, m.Key, m, true)
-	case *messages.Renew:
-		if !r.forward(ctx, m.Key, m, false) {
-			m.Reply <- messages.ErrStale
-		}
-	case *messages.Release:
-		if !r.forward(ctx, m.Key, m, false) {
-			m.Reply <- nil
-		}
-	case *messages.CancelWait:
-		r.forward(ctx, m.Key, m, false)
-	case *messages.ReleaseNotice:
-		r.forward(ctx, m.Key, m, false)
-	case *messages.Subscribe, *messages.Unsubscribe:
-		ctx.Send(r.hub, m)
-	case *messages.Idle:
-		if c := r.children[m.Key]; c != nil && c.pid.Equal(m.From) && c.sent == m.Handled && !r.closing {
-			c.idle, c.idleSweeps = true, r.sweeps
-			r.idle[m.Key] = c
-			if r.sweepT.gen == 0 {
-				r.armSweep(ctx)
-			}
-		}
+		r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+		r.armSweep(ctx)
 	case *messages.SweepTick:
 		if !r.sweepT.fired(m.Gen) || r.closing {
 			return
 		}
-		r.sweeps++
-		for key, c := range r.idle {
-			if c.idleSweeps+1 < r.sweeps { // idle for a whole sweep period
-				r.drop(key, c)
-				r.stopLease(ctx, c)
-			}
+		for _, pid := range r.e.router.sweep() {
+			ctx.Stop(pid)
 		}
-		if len(r.idle) > 0 {
-			r.armSweep(ctx)
-		}
+		r.armSweep(ctx)
 	case *messages.Shutdown:
+		if r.closing {
+			close(m.Reply)
+			return
+		}
 		r.closing = true
+		r.sweepT.stop()
+		r.e.router.closing.Store(true) // nothing spawns from now on
 		r.shutdownDone = m.Reply
-		r.shutdownWait = len(r.children)
-		ctx.Send(r.backend, m) // first: see messages.Shutdown
-		for key := range r.children {
-			r.forward(ctx, key, m, false)
+		ctx.Send(r.e.backend, m) // first: see messages.Shutdown
+		pids := r.e.router.all(true)
+		r.shutdownWait = make(map[string]struct{}, len(pids))
+		for _, pid := range pids {
+			r.shutdownWait[pid.Id] = struct{}{}
+		}
+		for _, pid := range pids {
+			ctx.Send(pid, m)
 		}
 		r.checkShutdown()
 	case *messages.ShutdownDone:
-		if c := r.children[m.Key]; c != nil {
-			r.drop(m.Key, c) // its LeaseStopped must not count again
-			r.stopLease(ctx, c)
-		}
-		r.shutdownWait--
+		delete(r.shutdownWait, m.PID.Id)
 		r.checkShutdown()
 	case *messages.LeaseStopped:
-		// Only a lease actor that stopped on its own (a panic) is still
-		// mapped; one the registry stopped was dropped already.
-		if c := r.children[m.Key]; c != nil && c.pid.Equal(m.PID) {
-			r.drop(m.Key, c)
-			if r.closing {
-				r.shutdownWait--
-				r.checkShutdown()
-			}
-		}
+		// One that stopped on its own (a panic) is done too.
+		delete(r.shutdownWait, m.PID.Id)
+		r.checkShutdown()
 	case *actor.Stopping:
-		r.closing = true // nothing is spawned from now on
+		r.closing = true
 		r.sweepT.stop()
-		for key, c := range r.children {
-			r.drop(key, c)
-			r.stopLease(ctx, c)
-		}
-		r.leases.Wait() // quick: lease actors never block, and after Shutdown they hold nothing
 	case *actor.Stopped:
-		close(r.stopped)
+		close(r.e.regDone)
 	}
 }
-
-// forward sends msg to the lease actor of key, spawning it if spawn is set. It
-// reports false when there is no such actor.
-func (r *registry) forward(ctx actor.Context, key string, msg any, spawn bool) bool {
-	c := r.children[key]
-	if c == nil {
-		if !spawn || r.closing {
-			return false
-		}
-		r.spawning = key
-		r.leases.Add(1)
-		c = &child{pid: r.root.Spawn(r.leaseProps)}
-		r.children[key] = c
-	}
-	c.sent++
-	if c.idle {
-		c.idle = false
-		delete(r.idle, key)
-	}
-	ctx.Send(c.pid, msg)
-	return true
-}
-
-func (r *registry) drop(key string, c *child) {
-	delete(r.children, key)
-	delete(r.idle, key)
-	if len(r.children) == 0 {
-		// Go maps never shrink: start afresh once the last lease is gone.
-		r.children, r.idle = map[string]*child{}, map[string]*child{}
-	}
-}
-
-func (r *registry) stopLease(ctx actor.Context, c *child) { ctx.Stop(c.pid) }
 
 func (r *registry) armSweep(ctx actor.Context) {
 	r.sweepT.arm(r.timers, idleSweep, ctx.Self(), func(g uint64) any { return &messages.SweepTick{Gen: g} })
 }
 
 func (r *registry) checkShutdown() {
-	if r.closing && r.shutdownWait <= 0 && r.shutdownDone != nil {
+	if r.closing && len(r.shutdownWait) == 0 && r.shutdownDone != nil {
 		close(r.shutdownDone)
 		r.shutdownDone = nil
 	}

@@ -21,7 +21,7 @@ type renewBatcher struct {
 	b       backend.BatchRenewer
 	size    int
 	delay   time.Duration
-	pending []*messages.BackendRenew
+	pending []*messages.BackendCall
 	flushAt time.Time
 	timers  *scheduler.TimerScheduler
 	flushT  timer
@@ -37,12 +37,12 @@ func newRenewBatcher(b backend.BatchRenewer, size int, delay time.Duration) *ren
 	return &renewBatcher{b: b, size: size, delay: delay}
 }
 
-func (r *renewBatcher) start(ctx actor.Context, root *actor.RootContext) {
+func (r *renewBatcher) start(root *actor.RootContext) {
 	r.timers = scheduler.NewTimerScheduler(root)
 }
 
 // add queues m; flush sends a batch.
-func (r *renewBatcher) add(ctx actor.Context, m *messages.BackendRenew, flush func([]*messages.BackendRenew)) {
+func (r *renewBatcher) add(ctx actor.Context, m *messages.BackendCall, flush func([]*messages.BackendCall)) {
 	r.pending = append(r.pending, m)
 	if len(r.pending) >= r.size {
 		r.send(flush)
@@ -55,13 +55,13 @@ func (r *renewBatcher) add(ctx actor.Context, m *messages.BackendRenew, flush fu
 	}
 }
 
-func (r *renewBatcher) tick(ctx actor.Context, m *messages.FlushTick, flush func([]*messages.BackendRenew)) {
+func (r *renewBatcher) tick(m *messages.FlushTick, flush func([]*messages.BackendCall)) {
 	if r.flushT.fired(m.Gen) {
 		r.send(flush)
 	}
 }
 
-func (r *renewBatcher) send(flush func([]*messages.BackendRenew)) {
+func (r *renewBatcher) send(flush func([]*messages.BackendCall)) {
 	r.flushT.stop()
 	batch := r.pending
 	r.pending = nil
@@ -75,17 +75,17 @@ func (r *renewBatcher) stop() { r.flushT.stop() }
 // flush renews a batch off the mailbox and answers every lease actor in it.
 // The call may take as long as the latest deadline in the batch: a lease whose
 // own deadline passes first is lost by its own timer meanwhile.
-func (a *backendActor) flush(batch []*messages.BackendRenew) {
-	calls := a.calls
+func (a *backendActor) flush(batch []*messages.BackendCall) {
+	calls := a.callsCtx()
 	a.exec(func() {
 		if len(batch) == 1 { // a lone renewal needs no batch
-			a.root.Send(batch[0].ReplyTo, perform(a.cfg, calls, false, batch[0]))
+			a.reply(batch[0], perform(a.cfg, calls, false, batch[0]))
 			return
 		}
 		deadline := batch[0].Deadline
 		reqs := make([]backend.RenewRequest, len(batch))
 		for i, m := range batch {
-			reqs[i] = m.Req
+			reqs[i] = m.Call.Renew
 			if m.Deadline.After(deadline) {
 				deadline = m.Deadline
 			}
@@ -99,11 +99,11 @@ func (a *backendActor) flush(batch []*messages.BackendRenew) {
 			err = fmt.Errorf("leasehold: backend answered %d renewals for a batch of %d", len(results), len(batch))
 		}
 		for i, m := range batch {
-			res := &messages.RenewResult{Seq: m.Seq, Err: err}
+			res := messages.BackendResult{Seq: m.Seq, Op: backend.OpRenew, Err: err}
 			if err == nil {
 				res.Grant, res.Err = results[i].Grant, results[i].Err
 			}
-			a.root.Send(m.ReplyTo, res)
+			a.reply(m, res)
 		}
 	})
 }

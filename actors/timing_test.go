@@ -60,19 +60,3 @@ func TestSpreadAndRenewDelays(t *testing.T) {
 		t.Errorf("an explicit Renew waits %v for a batch", d)
 	}
 }
-
-func TestPoolRunsEverythingAndStops(t *testing.T) {
-	p := newPool()
-	done := make(chan int, 100)
-	for i := range 100 {
-		p.Schedule(func() { done <- i })
-	}
-	for range 100 {
-		<-done
-	}
-	p.stop()
-	p.stop()
-	ran := make(chan struct{})
-	p.Schedule(func() { close(ran) }) // after stop: on a goroutine of its own
-	<-ran
-}

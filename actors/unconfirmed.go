@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -28,13 +27,13 @@ type pendingRelease struct {
 	tries   int
 }
 
-// settleRelease records the outcome of the release p, which was in flight.
-func (a *leaseActor) settleRelease(p *pendingRelease, err error) {
-	if p == nil {
-		return
+// settleRelease records the outcome of the release rel, which was in flight.
+func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
+	p, i := rel.retry, -1
+	if p != nil {
+		i = a.unconfirmedIndex(p)
 	}
-	i := a.unconfirmedIndex(p)
-	if err == nil || a.shutdown {
+	if err == nil || a.closing {
 		// Confirmed; or Close is under way, and what it could not
 		// release is left to expire (see Manager.Close).
 		if i >= 0 {
@@ -42,11 +41,15 @@ func (a *leaseActor) settleRelease(p *pendingRelease, err error) {
 		}
 		return
 	}
-	if i < 0 {
+	if p == nil {
 		// The store applied nothing it could have applied later than now,
 		// so the holding ends at most a TTL from now.
+		p = new(pendingRelease)
+		*p = rel.p
 		p.until = time.Now().Add(p.ttl)
 		a.unconfirmed = append(a.unconfirmed, p)
+	} else if i < 0 {
+		return // forgotten meanwhile (its TTL has passed)
 	}
 	p.tries++
 	a.cfg.Logger.Warn("leasehold: release not confirmed; retrying until the lease's TTL has passed",
@@ -54,12 +57,13 @@ func (a *leaseActor) settleRelease(p *pendingRelease, err error) {
 	a.armReleaseRetry(p)
 }
 
-// retryUnconfirmed sends the oldest unconfirmed release again when one is due,
-// and reports whether it did. Releases whose TTL has passed are forgotten.
+// retryUnconfirmed sends the oldest unconfirmed release again when one is due
+// (state idle or polling), and reports whether it did. Releases whose TTL has
+// passed are forgotten.
 func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 	now := time.Now()
 	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
-		if a.shutdown || !now.Before(a.unconfirmed[i].until) {
+		if a.closing || !now.Before(a.unconfirmed[i].until) {
 			a.dropUnconfirmed(i)
 		}
 	}
@@ -67,13 +71,13 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 		return false
 	}
 	a.unconfDue = false
+	if a.state == polling {
+		// The head waiter is likely refused by this very holding: it
+		// retries as soon as the release is answered.
+		a.retryT.stop()
+	}
 	p := a.unconfirmed[0]
-	a.op, a.seq, a.relReply, a.relThen, a.rel = opReleasing, a.seq+1, nil, nil, p
-	a.toBackend(ctx, &messages.BackendRelease{
-		Seq:     a.seq,
-		Req:     backend.ReleaseRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: p.attempt, Token: p.token},
-		ReplyTo: a.self,
-	})
+	a.sendRelease(ctx, releaseInFlight{p: *p, retry: p})
 	return true
 }
 

@@ -11,66 +11,42 @@ import (
 // Lease actor → backend actor → lease actor: one backend call each. Seq is
 // echoed in the result, so the lease actor can tell the answer to its current
 // request from a late one. (An Immediate backend is called by the lease actor
-// itself, with the same messages, queued rather than sent.)
+// itself, and its result handled as if it had come back through the mailbox.)
 
-// BackendAcquire asks the backend for a grant. Ctx is the waiting caller's:
-// its end cancels the call (the backend actor also cancels every call in
-// flight at Shutdown, and every call when it stops).
-type BackendAcquire struct {
-	Seq     uint64
-	Req     backend.AcquireRequest
-	Ctx     context.Context
-	ReplyTo *actor.PID
-}
-
-// BackendRenew asks for a renewal. The backend actor may batch it with others
-// (for a backend.BatchRenewer), holding it at most MaxDelay.
-type BackendRenew struct {
+// BackendCall asks for one backend call. The backend actor coalesces the
+// calls that are ready at the same moment into one round trip on a
+// backend.Batcher, and renewals into one RenewBatch on a backend.BatchRenewer
+// (a renewal may wait for company at most MaxDelay); every call is answered on
+// its own.
+//
+// An acquire carries the waiting caller's Ctx: its end cancels the call when
+// it runs alone. A renewal carries the lease's local Deadline: an answer after
+// it is useless. A release carries neither: it runs detached from whoever asked
+// for it (a caller of Lease.Release who stops waiting does not stop the
+// release), bounded by the engine's own timeout, so that no holding is left
+// behind because a context ended. The backend actor cancels every call in
+// flight at Shutdown, and every call when it stops.
+type BackendCall struct {
 	Seq      uint64
-	Req      backend.RenewRequest
-	Deadline time.Time // the lease's local deadline: an answer after it is useless
+	Call     backend.Call
+	Ctx      context.Context
+	Deadline time.Time
 	MaxDelay time.Duration
 	ReplyTo  *actor.PID
 }
 
-// BackendRelease asks for a release. It never carries a caller's context: a
-// release runs detached from whoever asked for it (a caller of Lease.Release
-// who stops waiting does not stop the release), bounded by the engine's own
-// timeout, so that no holding is left behind because a context ended.
-type BackendRelease struct {
-	Seq     uint64
-	Req     backend.ReleaseRequest
-	ReplyTo *actor.PID
-}
-
-// AcquireResult answers BackendAcquire.
-type AcquireResult struct {
+// BackendResult answers a BackendCall (also one that went in a batch).
+type BackendResult struct {
 	Seq   uint64
+	Op    backend.Op
 	Grant backend.Grant
 	Err   error
-}
-
-// RenewResult answers BackendRenew (also when it went in a batch).
-type RenewResult struct {
-	Seq   uint64
-	Grant backend.Grant
-	Err   error
-}
-
-// ReleaseResult answers BackendRelease.
-type ReleaseResult struct {
-	Seq uint64
-	Err error
 }
 
 // FlushTick (backend actor → itself): time to send the renewals waiting for a
 // batch.
 type FlushTick struct{ Gen uint64 }
 
-func (*BackendAcquire) IgnoreDeadLetterLogging() {}
-func (*BackendRenew) IgnoreDeadLetterLogging()   {}
-func (*BackendRelease) IgnoreDeadLetterLogging() {}
-func (*AcquireResult) IgnoreDeadLetterLogging()  {}
-func (*RenewResult) IgnoreDeadLetterLogging()    {}
-func (*ReleaseResult) IgnoreDeadLetterLogging()  {}
-func (*FlushTick) IgnoreDeadLetterLogging()      {}
+func (*BackendCall) IgnoreDeadLetterLogging()   {}
+func (*BackendResult) IgnoreDeadLetterLogging() {}
+func (*FlushTick) IgnoreDeadLetterLogging()     {}

@@ -83,7 +83,7 @@ type Release struct {
 	Reply chan<- error
 }
 
-// Subscribe adds a subscriber to the event hub (routed through the registry).
+// Subscribe adds a subscriber to the event hub.
 type Subscribe struct{ Sink *Sink }
 
 // Unsubscribe removes a subscriber; the hub closes it.

@@ -1,12 +1,16 @@
 // Package messages is the actor protocol of leasehold, written down in one
 // place. Reading this package top to bottom tells the whole conversation:
 //
-//	public API ──commands──▶ registry ──forward──▶ lease actor (one per key)
-//	lease actor ──Backend*──▶ backend actor ──*Result──▶ lease actor
+//	public API ──commands (routed by key)──▶ lease actor (one per key)
+//	lease actor ──BackendCall──▶ backend actor ──BackendResult──▶ lease actor
 //	lease actor ──ticks──▶ itself (renew, local deadline, retry, wait timeout)
-//	backend actor ──ReleaseNotice──▶ registry ──▶ lease actor (wakes waiters)
+//	backend actor ──ReleaseNotice (routed by key)──▶ lease actor (wakes waiters)
 //	lease actor ──Publish──▶ event hub ──▶ subscribers (never blocks)
-//	lease actor ──Idle / ShutdownDone / LeaseStopped──▶ registry
+//	Manager.Close ──Shutdown──▶ registry ──▶ backend actor, every lease actor
+//	lease actor ──ShutdownDone / LeaseStopped──▶ registry
+//
+// Commands reach a lease actor without passing through a shared mailbox: the
+// engine's router looks the key up and sends to the actor itself.
 //
 // The files: commands.go (what the public API sends, and the Ticket that
 // settles a grant racing a caller who gives up), backend.go (backend calls and

@@ -1,6 +1,6 @@
 package messages
 
-// ReleaseNotice (backend actor → registry → lease actor) says some owner, in
+// ReleaseNotice (backend actor → lease actor, routed by key) says some owner, in
 // any process, released Key: its head waiter retries at once.
 type ReleaseNotice struct{ Key string }
 

@@ -444,10 +444,16 @@ func (s *suite) bWatch(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	// Subscriptions are asynchronous: release until a notice arrives.
+	// Subscriptions are asynchronous: release until a notice arrives. A
+	// store may announce only the releases someone waits for (see
+	// AcquireRequest.Wait), so a waiting contender is refused first.
 	deadline := time.After(patience)
 	for {
 		g := mustGrant(t, b, k, "o1", time.Minute)
+		wr, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: k, Owner: "o2", Attempt: newAttempt(), TTL: time.Minute, Wait: true})
+		if err != nil || wr.Acquired {
+			t.Fatalf("waiting Acquire while held = %+v, %v; want a refusal", wr, err)
+		}
 		if err := b.Release(ctxT(t), g.releaseReq()); err != nil {
 			t.Fatal(err)
 		}

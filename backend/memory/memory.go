@@ -29,6 +29,7 @@ type entry struct {
 	token    uint64
 	expires  time.Time
 	metadata string
+	waited   bool // a refused acquire will wait: announce the release
 }
 
 var (
@@ -65,6 +66,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	e := b.leases[r.Key]
 	switch {
 	case e != nil && now.Before(e.expires) && (e.attempt != r.Attempt || e.owner != r.Owner):
+		e.waited = e.waited || r.Wait
 		return backend.Grant{Holder: e.owner, HolderToken: e.token, HolderExpiresAt: e.expires, HolderExpiresIn: e.expires.Sub(now)}, nil
 	case e != nil && now.Before(e.expires): // the same attempt again: refresh, keep token
 		e.expires, e.metadata = now.Add(r.TTL), r.Metadata
@@ -127,7 +129,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		b.deleteLocked(r.Key)
 	}
 	var notify []func(string)
-	if released {
+	if released && e.waited { // nobody waits, nobody is told: see AcquireRequest.Wait
 		notify = b.watchersLocked()
 	}
 	b.mu.Unlock()

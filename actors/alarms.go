@@ -1,0 +1,165 @@
+package actors
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// alarms is one Manager's clock for the deadlines that every holding has: its
+// next renewal and its local deadline. A heap of alarms ordered by time, and
+// one OS timer armed for the earliest, replace a timer per lease: with ten
+// thousand leases, arming and firing ten thousand runtime timers (each a
+// closure, a message and a goroutine per firing) cost more than the
+// renewals themselves. Firing stays exact: the timer is always armed for the
+// earliest alarm.
+//
+// An alarm is owned by one actor, which arms and stops it from its Receive; the
+// tick it gets carries the generation of the arming, so a tick from an arming
+// that was replaced while it was on its way is told apart (as with timer).
+type alarms struct {
+	root *actor.RootContext
+
+	mu      sync.Mutex
+	h       alarmHeap
+	t       *time.Timer
+	armedAt time.Time // of t; zero when t is not armed
+	stopped bool
+
+	firing sync.RWMutex // held (read) while ticks are sent; stop waits for them
+}
+
+// alarm is one actor's deadline in alarms.
+type alarm struct {
+	at    time.Time
+	gen   uint64 // of the current arming; 0 when not armed
+	last  uint64 // generations handed out
+	index int    // in the heap; -1 when not in it
+	pid   *actor.PID
+	tick  func(gen uint64) any
+}
+
+func newAlarms(root *actor.RootContext) *alarms { return &alarms{root: root} }
+
+// newAlarm makes an alarm that sends tick(gen) to pid.
+func newAlarm(pid *actor.PID, tick func(gen uint64) any) *alarm {
+	return &alarm{index: -1, pid: pid, tick: tick}
+}
+
+// arm (re)sets a to fire at `at`.
+func (s *alarms) arm(a *alarm, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.last++
+	a.gen, a.at = a.last, at
+	if a.index < 0 {
+		heap.Push(&s.h, a)
+	} else {
+		heap.Fix(&s.h, a.index)
+	}
+	s.rearmLocked()
+}
+
+// disarm stops a; a tick already on its way is ignored (fired says false).
+func (s *alarms) disarm(a *alarm) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.gen = 0
+	if a.index >= 0 {
+		heap.Remove(&s.h, a.index)
+	}
+}
+
+// fired reports whether gen is a's current arming, and disarms it. Only a's
+// owner calls it, for a tick it received.
+func (s *alarms) fired(a *alarm, gen uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen == 0 || gen != a.gen {
+		return false
+	}
+	a.gen = 0
+	return true
+}
+
+// rearmLocked arms the OS timer for the earliest alarm, if that changed.
+func (s *alarms) rearmLocked() {
+	if s.stopped || len(s.h) == 0 {
+		return
+	}
+	next := s.h[0].at
+	if !s.armedAt.IsZero() && !next.Before(s.armedAt) {
+		return // armed for that time or earlier already
+	}
+	s.armedAt = next
+	d := max(time.Until(next), 0)
+	if s.t == nil {
+		s.t = time.AfterFunc(d, s.fire)
+	} else {
+		s.t.Reset(d)
+	}
+}
+
+// fire sends the tick of every alarm that is due and re-arms for the next.
+func (s *alarms) fire() {
+	s.firing.RLock()
+	defer s.firing.RUnlock()
+	type due struct {
+		pid *actor.PID
+		msg any
+	}
+	var ticks []due
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	for len(s.h) > 0 && !s.h[0].at.After(now) {
+		a := heap.Pop(&s.h).(*alarm)
+		ticks = append(ticks, due{a.pid, a.tick(a.gen)})
+	}
+	s.armedAt = time.Time{}
+	s.rearmLocked()
+	s.mu.Unlock()
+	for _, t := range ticks { // outside the lock: a send may run the actor
+		s.root.Send(t.pid, t.msg)
+	}
+}
+
+// stop ends all alarms and waits for ticks being sent.
+func (s *alarms) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	if s.t != nil {
+		s.t.Stop()
+	}
+	s.mu.Unlock()
+	s.firing.Lock()
+	s.firing.Unlock() //nolint:staticcheck // an empty critical section: waits for fire
+}
+
+// alarmHeap orders alarms by time (container/heap).
+type alarmHeap []*alarm
+
+func (h alarmHeap) Len() int           { return len(h) }
+func (h alarmHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h alarmHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *alarmHeap) Push(x any) {
+	a := x.(*alarm)
+	a.index = len(*h)
+	*h = append(*h, a)
+}
+func (h *alarmHeap) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	old[len(old)-1] = nil
+	a.index = -1
+	*h = old[:len(old)-1]
+	return a
+}

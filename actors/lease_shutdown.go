@@ -1,0 +1,87 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// onShutdown starts the actor's part of Close: waiters are answered ErrClosed,
+// the holding ends as released and is released once; the call in flight, if
+// any, finishes first (settle then reports ShutdownDone).
+func (a *leaseActor) onShutdown(ctx actor.Context) {
+	if a.closing {
+		return
+	}
+	a.closing = true
+	if a.state == releasing && a.rel.retry != nil {
+		// A retry of an unconfirmed release: Close does not wait for it.
+		// It may have been sent after the backend actor cancelled the calls
+		// in flight, and then runs under Close's context, which a store that
+		// does not answer would hold for the whole release timeout. It
+		// failed once already; the store frees the name at its TTL. Its
+		// answer, if one comes, is ignored (its seq is stale).
+		a.state, a.rel = idle, releaseInFlight{}
+	}
+	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
+	for i := len(a.waiters) - 1; i >= 0; i-- {
+		if i == 0 && a.state == acquiring {
+			break // its result releases any grant and answers ErrClosed
+		}
+		a.removeAt(i).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+	}
+	if c := a.cur; c != nil {
+		a.end(closedReleased(c.h), false)
+		a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
+	}
+}
+
+func closedReleased(h *messages.Holding) error {
+	return fmt.Errorf("%w: lease %q (token %d) by Manager.Close", messages.ErrReleased, h.Name, h.Token)
+}
+
+// onStopping runs when the actor stops: normally idle, with nothing to do.
+// After a forced stop or a panic it still answers every waiter and ends the
+// holding, so no caller waits forever and no handle claims a key it no longer
+// renews.
+func (a *leaseActor) onStopping(ctx actor.Context) {
+	a.e.router.drop(a.entry) // commands from now on go to a new actor
+	if a.holdA != nil {
+		a.e.alarms.disarm(a.holdA)
+	}
+	a.retryT.stop()
+	a.unconfT.stop()
+	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
+	for _, w := range a.waiters {
+		if w.timer != nil {
+			w.timer()
+		}
+		w.m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+	}
+	a.waiters = nil
+	if c := a.cur; c != nil {
+		if a.cfg.Closing.Load() {
+			// Close's context ended before this actor handled Shutdown:
+			// the holding ends as Close ends it, released; its release
+			// is not sent, and the store frees the key at its TTL.
+			a.end(closedReleased(c.h), false)
+		} else {
+			// A panic: the holding is lost, and its release sent without
+			// waiting for an answer.
+			a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
+			ctx.Send(a.e.backend, &messages.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
+				Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token,
+			}}})
+		}
+	}
+	rel := a.rel
+	a.rel = releaseInFlight{}
+	if rel.reply != nil {
+		rel.reply <- messages.ErrClosed
+	}
+	if rel.then != nil {
+		rel.then()
+	}
+}

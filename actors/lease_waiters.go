@@ -1,0 +1,270 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// waiter is one Acquire in the FIFO queue.
+type waiter struct {
+	m        *messages.Acquire
+	attempt  string    // its acquire attempt's identity, made when it first asks the backend
+	deadline time.Time // zero: no deadline of its own
+	timer    scheduler.CancelFunc
+	attempts int // refusals so far, for poll backoff
+}
+
+// acquireInFlight is the head waiter's acquire (state acquiring).
+type acquireInFlight struct {
+	seq  uint64
+	sent time.Time // the local deadline of a grant counts from here
+	// noticed: a release notice came meanwhile, so a refusal is retried at
+	// once (the release may have come after the store refused).
+	noticed bool
+}
+
+// busyInfo is who held the key at the last refusal.
+type busyInfo struct {
+	holder    string
+	expiresAt time.Time // on the store's clock, for the caller to read
+}
+
+func (b busyInfo) reply() messages.AcquireReply {
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: b.holder, HolderExpiresAt: b.expiresAt}
+}
+
+func (a *leaseActor) onAcquire(m *messages.Acquire) {
+	if a.closing {
+		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+		return
+	}
+	a.unconfDue = true // confirm an earlier release is gone before acquiring again
+	if m.Wait == 0 && (a.state.holds() || a.state == acquiring || len(a.waiters) > 0) {
+		// One attempt, and this Manager already holds the key or a waiter
+		// is ahead: no re-entry, no queue jumping. Say who really holds it.
+		switch {
+		case a.state.holds():
+			m.Reply <- a.heldHere()
+		case a.state == polling:
+			m.Reply <- a.busy.reply()
+		default:
+			a.observers = append(a.observers, m) // the next answer says
+		}
+		return
+	}
+	w := &waiter{m: m}
+	if m.Wait > 0 {
+		w.deadline = time.Now().Add(m.Wait)
+		w.timer = a.timers.SendOnce(m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
+	}
+	a.waiters = append(a.waiters, w)
+}
+
+// startNext sends an acquire for the first waiter still waiting (state idle).
+func (a *leaseActor) startNext(ctx actor.Context) {
+	for len(a.waiters) > 0 {
+		w := a.waiters[0]
+		if a.closing {
+			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			continue
+		}
+		if err := w.m.Ctx.Err(); err != nil || w.m.Ticket.Abandoned() {
+			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: err}
+			continue
+		}
+		if w.attempt == "" {
+			w.attempt = a.cfg.newAttempt()
+		}
+		a.state = acquiring
+		a.call(ctx, messages.BackendCall{
+			Call: backend.Call{Op: backend.OpAcquire, Acquire: backend.AcquireRequest{
+				Key: a.key, Owner: a.cfg.Owner, Attempt: w.attempt, TTL: w.m.TTL, Metadata: w.m.Metadata, Wait: w.m.Wait != 0,
+			}},
+			Ctx: w.m.Ctx,
+		})
+		a.acq = acquireInFlight{seq: a.seq, sent: time.Now()}
+		return
+	}
+}
+
+func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResult) {
+	if a.state != acquiring || r.Seq != a.acq.seq {
+		return
+	}
+	a.state = idle
+	w := a.waiters[0]
+	m := w.m
+	switch {
+	case r.Err != nil:
+		a.removeAt(0)
+		err := acquireError(m, r.Err)
+		if a.closing || a.cfg.Closing.Load() {
+			// Closing: the call was cancelled by Close (whose Shutdown may
+			// still be on its way to this actor), or failed meanwhile.
+			err = messages.ErrClosed
+		}
+		a.answerObservers(messages.AcquireReply{Err: err})
+		if !errors.Is(r.Err, backend.ErrInvalidRequest) {
+			// The grant may have happened with the answer lost: release
+			// whatever this attempt got before anyone goes on.
+			a.releaseThenReply(ctx, w.attempt, 0, m.TTL, m, err)
+			return
+		}
+		m.Reply <- messages.AcquireReply{Err: err}
+
+	case !r.Grant.Acquired:
+		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}
+		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
+		a.answerObservers(a.busy.reply())
+		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
+			a.removeAt(0).m.Reply <- a.busy.reply()
+			return
+		}
+		if a.acq.noticed { // released meanwhile: try again at once
+			w.attempts = 0
+			return
+		}
+		a.state = polling
+		a.retryT.arm(a.timers, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresIn), a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		w.attempts++
+
+	default:
+		a.removeAt(0)
+		tok := r.Grant.Token
+		fenced := tok <= a.maxToken
+		a.maxToken = max(a.maxToken, tok)
+		if a.closing {
+			a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
+		} else {
+			a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: r.Grant.ExpiresAt})
+		}
+		switch {
+		case a.closing:
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
+		case fenced:
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
+		case !localDeadline(a.acq.sent, m.TTL).After(time.Now()):
+			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the grant arrived after its local deadline (TTL %v)", messages.ErrTTLTooShort, m.Name, m.TTL))
+		case !m.Ticket.Claim():
+			// The caller gave up while the grant was on its way.
+			a.startRelease(ctx, w.attempt, tok, m.TTL, nil)
+		default:
+			a.hold(m, w.attempt, r.Grant)
+		}
+	}
+}
+
+// heldHere is the refusal of a one-attempt Acquire while this Manager holds
+// the key.
+func (a *leaseActor) heldHere() messages.AcquireReply {
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: a.cur.h.ExpiresAt()}
+}
+
+// settleObservers answers the one-attempt Acquires waiting to learn who holds
+// the key once no attempt in flight will tell them; when nobody is ahead of
+// them any more, the first makes its own attempt.
+func (a *leaseActor) settleObservers() {
+	if len(a.observers) == 0 || a.state == acquiring || a.closing {
+		return
+	}
+	switch {
+	case a.state.holds():
+		a.answerObservers(a.heldHere())
+	case a.state == polling:
+		a.answerObservers(a.busy.reply())
+	case a.state == idle && len(a.waiters) == 0:
+		m := a.observers[0]
+		a.observers[0] = nil
+		a.observers = a.observers[1:]
+		a.waiters = append(a.waiters, &waiter{m: m})
+	}
+}
+
+// answerObservers answers the one-attempt Acquires that waited for the
+// attempt in flight to learn who holds the key.
+func (a *leaseActor) answerObservers(reply messages.AcquireReply) {
+	for _, m := range a.observers {
+		m.Reply <- reply
+	}
+	a.observers = nil
+}
+
+func acquireError(m *messages.Acquire, err error) error {
+	if cerr := m.Ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, backend.ErrInvalidRequest) {
+		return fmt.Errorf("%w: acquire %q: %w", messages.ErrInvalidOption, m.Name, err)
+	}
+	return fmt.Errorf("leasehold: acquire %q: %w", m.Name, err)
+}
+
+func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
+	i := a.indexOf(m.Ticket)
+	if i < 0 || (i == 0 && a.state == acquiring) {
+		return // gone, or its attempt in flight decides
+	}
+	w := a.removeAt(i)
+	reply := a.busy.reply()
+	if a.state.holds() {
+		reply = a.heldHere()
+	}
+	w.m.Reply <- reply
+}
+
+// dropWaiter removes a waiter whose caller gave up.
+func (a *leaseActor) dropWaiter(t *messages.Ticket, err error) {
+	i := a.indexOf(t)
+	if i < 0 || (i == 0 && a.state == acquiring) {
+		return // its attempt in flight will find the ticket abandoned
+	}
+	a.removeAt(i).m.Reply <- messages.AcquireReply{Err: err}
+}
+
+// wake retries the head waiter now: the key was released somewhere.
+func (a *leaseActor) wake() {
+	switch a.state {
+	case polling:
+		a.retryT.stop()
+		a.state = idle
+		a.waiters[0].attempts = 0
+	case acquiring:
+		// The release may have come after the attempt in flight was
+		// answered "busy" on the server: retry as soon as it returns.
+		a.acq.noticed = true
+	}
+}
+
+func (a *leaseActor) indexOf(t *messages.Ticket) int {
+	for i, w := range a.waiters {
+		if w.m.Ticket == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// removeAt takes waiter i out of the queue; the head of a polling queue takes
+// its poll with it.
+func (a *leaseActor) removeAt(i int) *waiter {
+	w := a.waiters[i]
+	if w.timer != nil {
+		w.timer()
+	}
+	if i == 0 && a.state == polling {
+		a.retryT.stop()
+		a.state = idle
+	}
+	a.waiters[i] = nil
+	a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
+	if len(a.waiters) == 0 && cap(a.waiters) > 8 {
+		a.waiters = nil // let a long queue's array go
+	}
+	return w
+}

@@ -1,0 +1,166 @@
+package actors
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// router finds the lease actor of a key for every command, without a shared
+// mailbox on the way: a caller looks the key up in a sharded map and sends to
+// the actor itself, so commands on different keys never queue behind each
+// other. It spawns a lease actor on the first command for a key, and the
+// registry's sweep retires actors that stayed idle (see sweep).
+//
+// The hand-over when an idle actor retires is what makes this safe: a command
+// is counted (entry.sent) under the shard lock before it is sent, an actor
+// reports itself idle with the number of commands it has handled
+// (entry.idleAt), and the sweep retires it, under the same lock, only when
+// the two are equal. A command counted after that finds no entry and spawns a
+// new actor; none is ever sent to an actor that has retired.
+//
+// Nothing is ever sent while a shard lock is held: with the caller-runs
+// dispatcher (dispatcher.go) a send may run the receiving actor right there.
+type router struct {
+	seed    maphash.Seed
+	shards  [routerShards]routerShard
+	closing atomic.Bool // set by Shutdown: nothing is spawned after it
+
+	// spawn starts the lease actor of e; called with e's shard locked.
+	spawn func(e *entry) *actor.PID
+}
+
+// routerShards spreads the map's lock: enough that 64 goroutines on distinct
+// keys rarely meet, few enough that a sweep visits them cheaply.
+const routerShards = 64
+
+type routerShard struct {
+	mu sync.Mutex
+	m  map[string]*entry
+	_  [40]byte // keep neighbouring shards' locks off one cache line
+}
+
+// entry is one key's lease actor as the router knows it.
+type entry struct {
+	key string
+	pid *actor.PID
+	// sent counts the commands routed to the actor (under the shard lock);
+	// mark is the sent count at the sweep that first found it idle, plus
+	// one (0: not seen idle).
+	sent, mark uint64
+	// idleAt is written by the actor when it has nothing to do: the number
+	// of commands it had handled then. It equals sent only when it is idle
+	// with every command routed to it handled.
+	idleAt atomic.Uint64
+	// holding is the actor's current holding, for Manager.Held and
+	// Manager.HealthCheck to read without asking every actor.
+	holding atomic.Pointer[messages.Holding]
+}
+
+func newRouter(spawn func(*entry) *actor.PID) *router {
+	r := &router{seed: maphash.MakeSeed(), spawn: spawn}
+	for i := range r.shards {
+		r.shards[i].m = map[string]*entry{}
+	}
+	return r
+}
+
+func (r *router) shard(key string) *routerShard {
+	return &r.shards[maphash.String(r.seed, key)%routerShards]
+}
+
+// route counts a command for key's lease actor and returns the actor,
+// spawning it when spawn is set; nil when there is none (or when the Manager
+// is closing and one would have to be spawned).
+func (r *router) route(key string, spawn bool) *actor.PID {
+	s := r.shard(key)
+	s.mu.Lock()
+	e := s.m[key]
+	if e == nil {
+		if !spawn || r.closing.Load() {
+			s.mu.Unlock()
+			return nil
+		}
+		e = &entry{key: key}
+		e.pid = r.spawn(e)
+		s.m[key] = e
+	}
+	e.sent++
+	pid := e.pid
+	s.mu.Unlock()
+	return pid
+}
+
+// sweep retires the actors idle since the previous sweep with no command
+// routed to them since, and returns them for the caller to stop (after the
+// locks are released).
+func (r *router) sweep() []*actor.PID {
+	var retired []*actor.PID
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for key, e := range s.m {
+			switch {
+			case e.idleAt.Load() != e.sent:
+				e.mark = 0
+			case e.mark == e.sent+1: // idle for a whole sweep period
+				delete(s.m, key)
+				retired = append(retired, e.pid)
+			default:
+				e.mark = e.sent + 1
+			}
+		}
+		if len(s.m) == 0 {
+			s.m = map[string]*entry{} // Go maps never shrink
+		}
+		s.mu.Unlock()
+	}
+	return retired
+}
+
+// drop forgets e if it is still key's entry (its actor stopped on its own).
+func (r *router) drop(e *entry) {
+	s := r.shard(e.key)
+	s.mu.Lock()
+	if s.m[e.key] == e {
+		delete(s.m, e.key)
+	}
+	s.mu.Unlock()
+}
+
+// all counts one command for every actor and returns them: for a command
+// sent to all (Shutdown), or, with count false, to stop them all.
+func (r *router) all(count bool) []*actor.PID {
+	var out []*actor.PID
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			if count {
+				e.sent++
+			}
+			out = append(out, e.pid)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// holdings lists the current holdings, in no particular order.
+func (r *router) holdings() []*messages.Holding {
+	var out []*messages.Holding
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			if h := e.holding.Load(); h != nil {
+				out = append(out, h)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
