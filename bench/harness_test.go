@@ -202,23 +202,6 @@ func TestCLIOutputsAndReport(t *testing.T) {
 	}
 }
 
-func TestFlagErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"-backend", "nosuch"},
-		{"-procs", "2"}, // memory is process-local
-		{"-locks", "redislock"},
-		{"-dist", "gauss"},
-		{"-wait", "soon"},
-		{"-chaos", "flood"},
-		{"-format", "xml"},
-	} {
-		var out, errOut bytes.Buffer
-		if code := run(context.Background(), append(args, "-quiet", "-inprocess", "-duration", "50ms"), &out, &errOut); code != exitError {
-			t.Errorf("%v: exit %d, want %d", args, code, exitError)
-		}
-	}
-}
-
 // A proxy cut ends the client's connection at once.
 func TestProxyCut(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
