@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/faultproxy"
 )
 
 func main() {
@@ -277,14 +279,14 @@ func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, fun
 			return nil, nil, err
 		}
 		plan.redis = r
-		p, err := newTCPProxy(r.addr())
+		p, err := faultproxy.New(r.addr())
 		if err != nil {
 			cleanup()
 			return nil, nil, err
 		}
-		cleanups = append(cleanups, func() { _ = p.close() })
+		cleanups = append(cleanups, p.Close)
 		plan.proxy = p
-		c.RedisAddr = p.addr()
+		c.RedisAddr = p.Addr()
 		c.RestartGrace = c.TTL
 	case backendPostgres:
 		pool, err := postgresPool(ctx, runConfig{PostgresDSN: c.PostgresDSN, Goroutines: 1})
