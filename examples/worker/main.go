@@ -33,33 +33,25 @@ const (
 	stepOut = 100 * time.Millisecond // after a turn, let the waiting worker in
 )
 
-// partitionable is one worker's link to the shared store, which can be cut:
-// while cut, renewals and releases do not get through.
-type partitionable struct {
-	backend.Backend
-	cut atomic.Bool
-}
-
 var errPartition = errors.New("network partition")
 
-func (p *partitionable) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
-	if p.cut.Load() {
-		return backend.Grant{}, errPartition
-	}
-	return p.Backend.Renew(ctx, r)
-}
-
-func (p *partitionable) Release(ctx context.Context, r backend.ReleaseRequest) error {
-	if p.cut.Load() {
-		return errPartition
-	}
-	return p.Backend.Release(ctx, r)
-}
-
-// WatchReleases passes the store's release notifications through, so waiters
-// wake the moment the leader steps down instead of polling.
-func (p *partitionable) WatchReleases(ctx context.Context, fn func(key string)) error {
-	return p.Backend.(backend.ReleaseWatcher).WatchReleases(ctx, fn)
+// link is one worker's link to the shared store, which can be cut: while cut,
+// no call gets through. backend.Wrap keeps what the store can do (release
+// notifications wake waiters at once; batched renewals), so the engine works
+// through the link as on the store itself.
+func link(store backend.Backend, cut *atomic.Bool) backend.Backend {
+	return backend.Wrap(store, backend.Middleware{
+		Call: func(ctx context.Context, calls []backend.Call, next func(context.Context, []backend.Call)) {
+			if !cut.Load() {
+				next(ctx, calls)
+				return
+			}
+			for i := range calls {
+				calls[i].Err = errPartition
+			}
+		},
+		NonBlocking: true, // it never waits: the memory store stays Immediate
+	})
 }
 
 func main() {
@@ -81,8 +73,8 @@ func run(ctx context.Context, w io.Writer) {
 	var wg sync.WaitGroup
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("worker-%d", i)
-		link := &partitionable{Backend: store}
-		m, err := leasehold.New(link, leasehold.WithOwner(name))
+		var cut atomic.Bool
+		m, err := leasehold.New(link(store, &cut), leasehold.WithOwner(name))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -92,8 +84,8 @@ func run(ctx context.Context, w io.Writer) {
 				err := m.Do(ctx, "leader", func(job context.Context) error {
 					l, _ := leasehold.LeaseFrom(job) // the lease Do holds
 					if name == "worker-2" {
-						link.cut.Store(true) // from now on nothing gets through
-						defer link.cut.Store(false)
+						cut.Store(true) // from now on nothing gets through
+						defer cut.Store(false)
 						say("%s leads (token %d), and its link to the store is cut", name, l.Token())
 					} else {
 						say("%s leads (token %d)", name, l.Token())
