@@ -86,7 +86,10 @@ type Call struct {
 }
 
 // Immediate is implemented by backends whose calls never wait on I/O (the
-// memory backend). The engine calls them inline instead of on a goroutine.
+// memory backend). The engine calls them inline instead of on a goroutine,
+// so a wrapper that adds work which may wait (logging, metrics export, an
+// injected delay) must not pass Immediate on: Wrap keeps it only for a
+// Middleware declared NonBlocking.
 type Immediate interface {
 	Immediate()
 }

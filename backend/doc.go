@@ -5,9 +5,16 @@
 // one atomic step on the store, with expiry decided by the store's clock. The
 // engine (package leasehold and its actors) adds everything else: waiting,
 // auto-renewal, local deadlines, loss events. Optional capabilities are extra
-// interfaces in this package (ReleaseWatcher, BatchRenewer, Immediate); the
-// engine discovers them with a type assertion, so a backend implements only
-// what its store can do well.
+// interfaces in this package (ReleaseWatcher, BatchRenewer, Batcher,
+// Inspector, Lister, Revoker, Immediate); the engine discovers them with a
+// type assertion, so a backend implements only what its store can do well.
+//
+// A wrapper that embeds a Backend (for metrics, logging, fault injection)
+// hides those capabilities: the engine would lose release notifications and
+// batching through it. Wrap a backend with Wrap and a Middleware instead: the
+// result has exactly the capabilities of the backend it wraps, and every
+// round trip of lease traffic, batches included, goes through the
+// middleware.
 //
 // Every backend must pass the conformance suite in package backendtest.
 package backend

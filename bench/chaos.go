@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold/internal/faultproxy"
 )
 
 // Chaos actions accepted by -chaos.
@@ -21,10 +22,10 @@ const (
 // chaosPlan is what chaos may act on in a run.
 type chaosPlan struct {
 	actions []string
-	redis   *ownRedis     // restart target (redis backend)
-	proxy   *tcpProxy     // cut target
-	pg      *pgxpool.Pool // for pg_terminate_backend of the bench's connections
-	down    time.Duration // how long a restarted server stays down
+	redis   *ownRedis         // restart target (redis backend)
+	proxy   *faultproxy.Proxy // cut target
+	pg      *pgxpool.Pool     // for pg_terminate_backend of the bench's connections
+	down    time.Duration     // how long a restarted server stays down
 }
 
 // run spreads the actions evenly over the run (between 15% and 85% of it)
@@ -64,7 +65,7 @@ func (p *chaosPlan) act(stop <-chan struct{}, a string, cfg runConfig, rec *shar
 	case chaosCut:
 		switch {
 		case p.proxy != nil:
-			return fmt.Sprintf("cut: %d connections through the proxy closed", p.proxy.cut())
+			return fmt.Sprintf("cut: %d connections through the proxy closed", p.proxy.CutAll())
 		case p.pg != nil:
 			var n int
 			err := p.pg.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity

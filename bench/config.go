@@ -57,47 +57,63 @@ type runConfig struct {
 // contenders is the number of goroutines competing, over every process.
 func (c runConfig) contenders() int { return c.Procs * c.Goroutines }
 
+// validate checks one run's configuration. Its messages name the command-line
+// flag that sets each field, since the parent checks every run of a command
+// line with it before starting any (see checkCombinations).
 func (c runConfig) validate() error {
 	switch c.Backend {
 	case backendMemory:
 		if c.Procs != 1 {
-			return fmt.Errorf("%w: the memory backend is process-local: use -procs 1", errConfig)
+			return fmt.Errorf("%w: -procs %d: the memory backend lives inside one process, so it runs with -procs 1 only; for several processes use -backend redis, postgres or sqlserver", errConfig, c.Procs)
 		}
-	case backendRedis, backendPostgres, backendSQLServer:
+	case backendRedis, backendPostgres:
+	case backendSQLServer:
+		if c.SQLServerDSN == "" {
+			return fmt.Errorf("%w: -backend sqlserver needs a DSN: set -sqlserver or $LEASEHOLD_SQLSERVER_DSN", errConfig)
+		}
 	default:
-		return fmt.Errorf("%w: unknown backend %q", errConfig, c.Backend)
+		return fmt.Errorf("%w: -backend %q: want memory, redis, postgres or sqlserver", errConfig, c.Backend)
 	}
 	switch c.Lock {
-	case lockLeasehold, lockUnsafe:
+	case lockLeasehold:
+	case lockUnsafe:
+		if c.Backend != backendMemory && c.Backend != backendRedis {
+			return fmt.Errorf("%w: -locks %s runs on -backend memory or redis only", errConfig, c.Lock)
+		}
 	case lockRedislock, lockRedsync:
 		if c.Backend != backendRedis {
-			return fmt.Errorf("%w: %s runs on redis only", errConfig, c.Lock)
+			return fmt.Errorf("%w: -locks %s runs on -backend redis only", errConfig, c.Lock)
 		}
 	case lockPGLock:
 		if c.Backend != backendPostgres {
-			return fmt.Errorf("%w: %s runs on postgres only", errConfig, c.Lock)
+			return fmt.Errorf("%w: -locks %s runs on -backend postgres only", errConfig, c.Lock)
 		}
 	default:
-		return fmt.Errorf("%w: unknown lock %q", errConfig, c.Lock)
-	}
-	if c.Lock == lockUnsafe && c.Backend != backendMemory && c.Backend != backendRedis {
-		return fmt.Errorf("%w: the unsafe lock runs on memory or redis", errConfig)
+		return fmt.Errorf("%w: -locks %q: want leasehold, redislock, redsync, %s or unsafe", errConfig, c.Lock, lockPGLock)
 	}
 	switch {
-	case c.Procs < 1 || c.Goroutines < 1 || c.Keys < 1:
-		return fmt.Errorf("%w: processes, goroutines and names must be at least 1", errConfig)
+	case c.Procs < 1:
+		return fmt.Errorf("%w: -procs %d: at least 1", errConfig, c.Procs)
+	case c.Goroutines < 1:
+		return fmt.Errorf("%w: -goroutines %d: at least 1", errConfig, c.Goroutines)
+	case c.Keys < 1:
+		return fmt.Errorf("%w: -keys %d: at least 1", errConfig, c.Keys)
 	case c.Dist != "hot" && c.Dist != "uniform" && c.Dist != "zipf":
-		return fmt.Errorf("%w: distribution %q (want hot, uniform or zipf)", errConfig, c.Dist)
+		return fmt.Errorf("%w: -dist %q: want hot, uniform or zipf", errConfig, c.Dist)
 	case c.Dist == "zipf" && c.ZipfS <= 1:
-		return fmt.Errorf("%w: zipf exponent must be > 1", errConfig)
-	case c.Hold < 0 || c.Think < 0:
-		return fmt.Errorf("%w: negative hold or think time", errConfig)
+		return fmt.Errorf("%w: -zipf-s %g: must be above 1", errConfig, c.ZipfS)
+	case c.Hold < 0:
+		return fmt.Errorf("%w: -hold %v: negative", errConfig, c.Hold)
+	case c.Think < 0:
+		return fmt.Errorf("%w: -think %v: negative", errConfig, c.Think)
 	case c.TTL < time.Millisecond:
-		return fmt.Errorf("%w: TTL below 1ms", errConfig)
+		return fmt.Errorf("%w: -ttl %v: below 1ms", errConfig, c.TTL)
 	case c.Wait < 0 && c.Wait != waitForever:
-		return fmt.Errorf("%w: wait must be positive or forever", errConfig)
+		return fmt.Errorf("%w: -wait %v: want a positive duration or forever", errConfig, c.Wait)
+	case c.PeerPoll < 0:
+		return fmt.Errorf("%w: -peer-poll %v: negative", errConfig, c.PeerPoll)
 	case c.Duration <= 0:
-		return fmt.Errorf("%w: duration must be positive", errConfig)
+		return fmt.Errorf("%w: -duration %v: must be positive", errConfig, c.Duration)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/faultproxy"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -202,23 +203,6 @@ func TestCLIOutputsAndReport(t *testing.T) {
 	}
 }
 
-func TestFlagErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"-backend", "nosuch"},
-		{"-procs", "2"}, // memory is process-local
-		{"-locks", "redislock"},
-		{"-dist", "gauss"},
-		{"-wait", "soon"},
-		{"-chaos", "flood"},
-		{"-format", "xml"},
-	} {
-		var out, errOut bytes.Buffer
-		if code := run(context.Background(), append(args, "-quiet", "-inprocess", "-duration", "50ms"), &out, &errOut); code != exitError {
-			t.Errorf("%v: exit %d, want %d", args, code, exitError)
-		}
-	}
-}
-
 // A proxy cut ends the client's connection at once.
 func TestProxyCut(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -235,12 +219,12 @@ func TestProxyCut(t *testing.T) {
 			c.Close()
 		}
 	}()
-	p, err := newTCPProxy(ln.Addr().String())
+	p, err := faultproxy.New(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.close()
-	c, err := net.Dial("tcp", p.addr())
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +233,7 @@ func TestProxyCut(t *testing.T) {
 	if _, err := c.Read(buf); err != nil {
 		t.Fatal(err)
 	}
-	if n := p.cut(); n != 1 {
+	if n := p.CutAll(); n != 1 {
 		t.Errorf("cut %d connections, want 1", n)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -279,7 +263,7 @@ func TestChaosRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	if cfg.RedisAddr != plan.proxy.addr() || cfg.RestartGrace != cfg.TTL {
+	if cfg.RedisAddr != plan.proxy.Addr() || cfg.RestartGrace != cfg.TTL {
 		t.Fatalf("contenders must dial the proxy with a restart grace: %+v", cfg)
 	}
 	r, err := runOne(context.Background(), cfg, runOptions{launcher: execLauncher{}, chaos: plan})

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/faultproxy"
 )
 
 func main() {
@@ -65,6 +67,7 @@ func envOr(k, def string) string {
 func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs)
 	f := &cliFlags{}
 	c := &f.base
 	fs.StringVar(&c.Backend, "backend", backendMemory, "store: memory, redis, postgres or sqlserver")
@@ -96,11 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "ttl" {
-			f.scaleTTL = true
-		}
-	})
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	f.scaleTTL = set["ttl"]
 	if c.PostgresDSN == "" {
 		c.PostgresDSN = envOr("LEASEHOLD_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	}
@@ -116,14 +117,14 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	default:
 		d, err := time.ParseDuration(*wait)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%w: -wait %q", errConfig, *wait)
+			return nil, fmt.Errorf("%w: -wait %q: want forever or a positive duration such as 500ms", errConfig, *wait)
 		}
 		c.Wait = d
 	}
 	for _, p := range splitList(*procs) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%w: -procs %q", errConfig, *procs)
+			return nil, fmt.Errorf("%w: -procs %q: want a number of processes (at least 1) or a comma-separated list of them", errConfig, *procs)
 		}
 		f.procs = append(f.procs, n)
 	}
@@ -140,13 +141,19 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	f.chaos = splitList(*chaos)
 	for _, a := range f.chaos {
 		if a != chaosRestart && a != chaosCut && a != chaosPause {
-			return nil, fmt.Errorf("%w: unknown chaos %q", errConfig, a)
+			return nil, fmt.Errorf("%w: -chaos %q: want restart, cut or pause", errConfig, a)
 		}
 	}
 	switch f.format {
 	case "table", "json", "csv":
 	default:
-		return nil, fmt.Errorf("%w: -format %q", errConfig, f.format)
+		return nil, fmt.Errorf("%w: -format %q: want table, json or csv", errConfig, f.format)
+	}
+	if f.scale < 0 {
+		return nil, fmt.Errorf("%w: -scale %d: negative", errConfig, f.scale)
+	}
+	if err := checkCombinations(f, set); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -169,6 +176,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
+		if errors.Is(err, errConfig) {
+			fmt.Fprintln(stderr, "bench: -h lists the flags")
+		}
 		return exitError
 	}
 	if f.scale > 0 {
@@ -210,7 +220,7 @@ func runAll(ctx context.Context, f *cliFlags, stderr io.Writer) ([]*runResult, e
 		o.launcher = inProcessLauncher{}
 	}
 	if !f.quiet {
-		o.progress = stderr
+		o.progress, o.progressTTY = stderr, isTerminal(stderr)
 	}
 	base := f.base
 	if len(f.chaos) > 0 {
@@ -269,14 +279,14 @@ func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, fun
 			return nil, nil, err
 		}
 		plan.redis = r
-		p, err := newTCPProxy(r.addr())
+		p, err := faultproxy.New(r.addr())
 		if err != nil {
 			cleanup()
 			return nil, nil, err
 		}
-		cleanups = append(cleanups, func() { _ = p.close() })
+		cleanups = append(cleanups, p.Close)
 		plan.proxy = p
-		c.RedisAddr = p.addr()
+		c.RedisAddr = p.Addr()
 		c.RestartGrace = c.TTL
 	case backendPostgres:
 		pool, err := postgresPool(ctx, runConfig{PostgresDSN: c.PostgresDSN, Goroutines: 1})

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 )
 
 // baseline finds the leasehold run with the same number of processes as r,
@@ -112,14 +113,56 @@ func failureString(m map[string]uint64) string {
 	return strings.Join(parts, "; ")
 }
 
-// p50p99 formats a hand-off summary; "-" when there was none.
+// tableWidth is the widest line the default table writes (its notes are
+// wrapped to it), so that it reads in a terminal of 100 columns. The
+// columns it leaves out are in -format json and csv.
+const tableWidth = 100
+
+// msShort formats milliseconds with about three significant digits.
+func msShort(v float64) string {
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.3f", v)
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// p50p99 formats a latency summary's median and 99th percentile; "-" when
+// there was none.
 func p50p99(l latency) string {
 	if l.N == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f/%.3f", l.P50, l.P99)
+	return msShort(l.P50) + "/" + msShort(l.P99)
 }
 
+// versusCells are the "vs leasehold" cells of r's row: r's own throughput
+// and median hand-off as multiples of leasehold's at the same procs×g, so
+// that a row describes its own lock ("base" on leasehold's row).
+func versusCells(all []*runResult, r *runResult) (thr, handoff string) {
+	b := baseline(all, r)
+	switch {
+	case b == r:
+		return "base", "base"
+	case b == nil:
+		return "-", "-"
+	}
+	thr, handoff = "-", "-"
+	if b.PerSecond > 0 {
+		thr = fmt.Sprintf("%.2f×", r.PerSecond/b.PerSecond)
+	}
+	if b.HandOff.N > 0 && r.HandOff.N > 0 && b.HandOff.P50 > 0 {
+		handoff = fmt.Sprintf("%.2f×", r.HandOff.P50/b.HandOff.P50)
+	}
+	return thr, handoff
+}
+
+// writeTable writes the default output: the measures one compares first,
+// under a two-line header, then a legend and the runs' notes.
 func writeTable(w io.Writer, rs []*runResult) error {
 	if len(rs) == 0 {
 		return nil
@@ -128,41 +171,59 @@ func writeTable(w io.Writer, rs []*runResult) error {
 	fmt.Fprintf(w, "backend %s, %d name(s) %s, hold %gms, think %gms, TTL %gms, wait %s, %.0fs per run\n\n",
 		r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.ThinkMs, r0.TTLMs, r0.Wait, r0.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tacquire p50/p90/p99/max ms\thand-off p50/p99 ms\tqueued hand-off p50/p99\tJain\tshare min/max\twake notify/poll\trt/acq\toverlaps\tfenced\tcpu s\trss MiB\tvs leasehold\t")
+	fmt.Fprintln(tw, "\t\t\tacquire ms\thand-off ms\t\t\tvs\tleasehold\t")
+	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tp50/p99\tp50/p99\tJain\toverlaps\tacq/s\thand-off\t")
 	for _, r := range rs {
-		vs := "baseline"
-		if t, h, ok := ratios(rs, r); ok {
-			vs = fmt.Sprintf("leasehold: throughput ×%.2f, hand-off speed ×%.1f", t, h)
-		} else if r.Lock != lockLeasehold {
-			vs = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%.2f/%.2f/%.2f/%.1f\t%s\t%s\t%.3f\t%.2f/%.2f\t%d/%d\t%.2f\t%d\t%d\t%.2f\t%.0f\t%s\t\n",
-			r.Lock, r.Procs, r.Goroutines, r.PerSecond, r.Acquire.P50, r.Acquire.P90, r.Acquire.P99, r.Acquire.Max,
-			p50p99(r.HandOff), p50p99(r.WaiterHandOff), r.Fairness.Jain, r.Fairness.MinShare, r.Fairness.MaxShare,
-			r.Wakeups.Notify, r.Wakeups.Poll, r.RoundTripsPerAcq, r.Safety.Overlaps, r.Safety.Rejections,
-			r.CPUSeconds, r.MaxRSSMiB, vs)
+		thr, handoff := versusCells(rs, r)
+		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%s\t%s\t%.3f\t%d\t%s\t%s\t\n",
+			r.Lock, r.Procs, r.Goroutines, r.PerSecond, p50p99(r.Acquire), p50p99(r.HandOff),
+			r.Fairness.Jain, r.Safety.Overlaps, thr, handoff)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w)
+	if len(rs) > 1 {
+		writeWrapped(w, "vs leasehold: this row's acq/s and median hand-off ÷ leasehold's at the same procs×g.")
+	}
+	writeWrapped(w, "More measures (p90/max, queued hand-offs, wake-ups, round trips, CPU, RSS): -format json|csv")
 	for _, r := range rs {
+		id := fmt.Sprintf("%s %d×%d", r.Lock, r.Procs, r.Goroutines)
 		if len(r.Failures) > 0 {
-			fmt.Fprintf(w, "\n%s %d×%d failures and losses: %s", r.Lock, r.Procs, r.Goroutines, failureString(r.Failures))
+			writeWrapped(w, id+" failures and losses: "+failureString(r.Failures))
 		}
 		for _, e := range r.Errors {
-			fmt.Fprintf(w, "\n%s %d×%d error: %s", r.Lock, r.Procs, r.Goroutines, e)
+			writeWrapped(w, id+" error: "+e)
 		}
 		for _, c := range r.Chaos {
-			fmt.Fprintf(w, "\n%s %d×%d chaos: %s", r.Lock, r.Procs, r.Goroutines, c)
+			writeWrapped(w, id+" chaos: "+c)
 		}
 		if r.Safety.Overlaps > 0 {
 			verdict := "FAILURE"
 			if r.Peer {
 				verdict = "finding"
 			}
-			fmt.Fprintf(w, "\n%s %d×%d SAFETY %s: %d overlapping holdings, e.g. %+v", r.Lock, r.Procs, r.Goroutines, verdict, r.Safety.Overlaps, r.Safety.OverlapSamples[0])
+			writeWrapped(w, fmt.Sprintf("%s SAFETY %s: %d overlapping holdings, e.g. %+v", id, verdict, r.Safety.Overlaps, r.Safety.OverlapSamples[0]))
 		}
 	}
-	fmt.Fprintln(w)
 	return nil
+}
+
+// writeWrapped writes text as lines of at most tableWidth columns, broken
+// at spaces (a longer word stays whole), continuation lines indented.
+func writeWrapped(w io.Writer, text string) {
+	const indent = "    "
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > tableWidth:
+			fmt.Fprintln(w, line)
+			line = indent + word
+		default:
+			line += " " + word
+		}
+	}
+	fmt.Fprintln(w, line)
 }

@@ -58,7 +58,10 @@ func (r *runResult) failed() bool { return !r.Peer && r.Safety.Overlaps > 0 }
 type runOptions struct {
 	launcher launcher
 	progress io.Writer // nil: no progress line
-	chaos    *chaosPlan
+	// progressTTY redraws the progress line every second; without it
+	// (progress is a file or a pipe) one plain line per run is written.
+	progressTTY bool
+	chaos       *chaosPlan
 }
 
 // runOne runs cfg: it starts cfg.Procs workers, starts them together, lets
@@ -134,7 +137,7 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 	progDone := make(chan struct{})
 	go func() {
 		defer close(progDone)
-		showProgress(o.progress, stopSide, cfg, rec, start, end)
+		showProgress(o.progress, o.progressTTY, stopSide, cfg, rec, start, end)
 	}()
 
 	var results []*workerResult
@@ -163,9 +166,21 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 }
 
 // showProgress writes a progress line (elapsed time, acquisitions so far)
-// every second until stop is closed.
-func showProgress(w io.Writer, stop <-chan struct{}, cfg runConfig, rec *sharedRecord, start, end int64) {
+// every second until stop is closed, redrawing it in place on a terminal
+// (tty). Elsewhere it writes no control characters: one line when the run
+// ends.
+func showProgress(w io.Writer, tty bool, stop <-chan struct{}, cfg runConfig, rec *sharedRecord, start, end int64) {
 	if w == nil {
+		return
+	}
+	line := func() string {
+		el := time.Duration(max(0, monoNow()-start)).Round(time.Second)
+		return fmt.Sprintf("%s %d×%d: %v / %v, %d acquisitions", cfg.Lock, cfg.Procs, cfg.Goroutines,
+			el, time.Duration(end-start), rec.progress())
+	}
+	if !tty {
+		<-stop
+		fmt.Fprintln(w, line())
 		return
 	}
 	t := time.NewTicker(time.Second)
@@ -173,12 +188,10 @@ func showProgress(w io.Writer, stop <-chan struct{}, cfg runConfig, rec *sharedR
 	for {
 		select {
 		case <-stop:
-			fmt.Fprintf(w, "\r\033[K")
+			fmt.Fprint(w, "\r\033[K")
 			return
 		case <-t.C:
-			el := time.Duration(max(0, monoNow()-start)).Round(time.Second)
-			fmt.Fprintf(w, "\r\033[K%s %dx%d: %v / %v, %d acquisitions", cfg.Lock, cfg.Procs, cfg.Goroutines,
-				el, time.Duration(end-start), rec.progress())
+			fmt.Fprint(w, "\r\033[K"+line())
 		}
 	}
 }

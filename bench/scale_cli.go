@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// runScaleCLI is `go run ./bench -scale N`: see runScale.
-func runScaleCLI(ctx context.Context, f *cliFlags, stdout, stderr io.Writer) int {
+// scaleConfigFrom is the scale run the command line asks for; an error names
+// the flag at fault.
+func scaleConfigFrom(f *cliFlags) (scaleConfig, error) {
 	c := scaleConfig{
 		Backend: f.base.Backend, RedisAddr: f.base.RedisAddr, PostgresDSN: f.base.PostgresDSN,
 		Leases: f.scale, TTL: 3 * time.Second, Duration: f.base.Duration,
@@ -26,6 +27,31 @@ func runScaleCLI(ctx context.Context, f *cliFlags, stdout, stderr io.Writer) int
 		c.RenewEvery = c.TTL / 3
 	}
 	c.Peer = c.Backend == backendRedis && (len(f.locks) <= 1 || slices.Contains(f.locks, lockRedislock))
+	switch {
+	case c.Backend != backendMemory && c.Backend != backendRedis && c.Backend != backendPostgres:
+		return c, fmt.Errorf("%w: -scale runs with -backend memory, redis or postgres, not %q", errConfig, c.Backend)
+	case c.TTL <= 0:
+		return c, fmt.Errorf("%w: -ttl %v: must be positive", errConfig, c.TTL)
+	case c.RenewEvery <= 0 || c.RenewEvery >= c.TTL:
+		return c, fmt.Errorf("%w: -renew %v: must be positive and below the TTL (%v)", errConfig, c.RenewEvery, c.TTL)
+	case c.Duration <= 0:
+		return c, fmt.Errorf("%w: -duration %v: must be positive", errConfig, c.Duration)
+	}
+	for _, l := range f.locks {
+		if l != lockLeasehold && l != lockRedislock {
+			return c, fmt.Errorf("%w: -locks %s: -scale compares leasehold with redislock only", errConfig, l)
+		}
+	}
+	return c, nil
+}
+
+// runScaleCLI is `go run ./bench -scale N`: see runScale.
+func runScaleCLI(ctx context.Context, f *cliFlags, stdout, stderr io.Writer) int {
+	c, err := scaleConfigFrom(f)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return exitError
+	}
 	progress := func(s string) {
 		if !f.quiet {
 			fmt.Fprintln(stderr, s)

@@ -34,7 +34,7 @@ func TestCrashWithAsynchronousCommitLosesNothing(t *testing.T) {
 		if pool, err = pgxpool.New(ctx, srv.dsn()); err != nil {
 			t.Fatal(err)
 		}
-		b, err := New(pool, WithSweep(-1, 0))
+		b, err := New(pool, WithSweep(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

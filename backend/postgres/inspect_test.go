@@ -41,7 +41,7 @@ func TestPrefixEnd(t *testing.T) {
 // it.
 func TestListByPrefixInPages(t *testing.T) {
 	e := newEnv(t)
-	b := e.backend(t, WithSweep(-1, 0))
+	b := e.backend(t, WithSweep(0, 0))
 	b.listPage = 2
 	ctx := ctxT(t)
 	keys := []string{
@@ -98,7 +98,7 @@ func TestListByPrefixInPages(t *testing.T) {
 // and never brings its token back.
 func TestInspectAndRevoke(t *testing.T) {
 	e := newEnv(t)
-	b := e.backend(t, WithSweep(-1, 0))
+	b := e.backend(t, WithSweep(0, 0))
 	ctx := ctxT(t)
 	keys, listening, _ := watching(t, b)
 	await(t, listening, "LISTEN")

@@ -134,7 +134,7 @@ func TestRetryOfTheSameAttemptRefreshes(t *testing.T) {
 
 func TestTokensIncreaseAcrossReleaseExpiryAndTakeover(t *testing.T) {
 	e := newEnv(t)
-	b := e.backend(t, WithSweep(-1, 0)) // keep expired rows: exercise the takeover branch
+	b := e.backend(t, WithSweep(0, 0)) // keep expired rows: exercise the takeover branch
 	ctx := ctxT(t)
 
 	g1 := mustAcquire(t, b, "k", "a", live)
@@ -184,7 +184,7 @@ func TestRenewExtendsAndKeepsToken(t *testing.T) {
 
 func TestRenewNotHeld(t *testing.T) {
 	e := newEnv(t)
-	b := e.backend(t, WithSweep(-1, 0))
+	b := e.backend(t, WithSweep(0, 0))
 	ctx := ctxT(t)
 	g := mustAcquire(t, b, "k", "a", live)
 
@@ -249,7 +249,7 @@ func TestReleaseIsFilteredAndIdempotent(t *testing.T) {
 // nothing else: not the same owner's holding made by another attempt.
 func TestReleaseTokenZeroMatchesOnlyItsAttempt(t *testing.T) {
 	e := newEnv(t)
-	b := e.backend(t, WithSweep(-1, 0))
+	b := e.backend(t, WithSweep(0, 0))
 	ctx := ctxT(t)
 	g := mustAcquire(t, b, "k", "a", live)
 	anyToken := g.releaseReq()
@@ -474,7 +474,7 @@ func TestSweepDeletesExpiredRows(t *testing.T) {
 
 func TestRenewBatch(t *testing.T) {
 	e := newEnv(t)
-	b := e.backend(t, WithSweep(-1, 0))
+	b := e.backend(t, WithSweep(0, 0))
 	ctx := ctxT(t)
 	g1 := mustAcquire(t, b, "k1", "a", live)
 	g2 := mustAcquire(t, b, "k2", "a", live)

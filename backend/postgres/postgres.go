@@ -54,14 +54,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	if err := validateNames(c.schema, c.table); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
-	}
-	if c.attempts < 1 {
-		return nil, fmt.Errorf("postgres: retry attempts must be at least 1, got %d", c.attempts)
-	}
-	if c.baseDelay <= 0 || c.maxDelay < c.baseDelay {
-		return nil, fmt.Errorf("postgres: retry delays must satisfy 0 < base <= max, got %v and %v", c.baseDelay, c.maxDelay)
 	}
 	n := newNames(c.schema, c.table)
 	b := &Backend{

@@ -27,10 +27,20 @@ const (
 	MaxTableBytes = maxIdentBytes - len(indexSuffix)
 )
 
-// ValidateIdentifier reports why name cannot be a schema or table name: empty,
-// invalid UTF-8, a NUL byte, or longer than maxBytes. Any other character,
+// ValidateTable reports whether schema and table can name a lease table, as
+// New and EnsureSchema check them: neither empty, invalid UTF-8 nor holding a
+// NUL byte; the schema at most 63 bytes, the table at most MaxTableBytes (so
+// that the names derived from it fit PostgreSQL's 63). Any other character,
 // quotes and semicolons included, is allowed: names are always quoted.
-func ValidateIdentifier(what, name string, maxBytes int) error {
+// Errors wrap ErrInvalidIdentifier.
+func ValidateTable(schema, table string) error {
+	if err := validateIdentifier("schema", schema, maxIdentBytes); err != nil {
+		return err
+	}
+	return validateIdentifier("table", table, MaxTableBytes)
+}
+
+func validateIdentifier(what, name string, maxBytes int) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: %s name is empty", ErrInvalidIdentifier, what)
@@ -42,13 +52,6 @@ func ValidateIdentifier(what, name string, maxBytes int) error {
 		return fmt.Errorf("%w: %s name is %d bytes, more than %d", ErrInvalidIdentifier, what, len(name), maxBytes)
 	}
 	return nil
-}
-
-func validateNames(schema, table string) error {
-	if err := ValidateIdentifier("schema", schema, maxIdentBytes); err != nil {
-		return err
-	}
-	return ValidateIdentifier("table", table, MaxTableBytes)
 }
 
 // names holds the quoted, schema-qualified names derived from schema and table.
@@ -122,7 +125,7 @@ func newDDL(schema, table string) ddl {
 // quoted, so any valid name is safe to embed. For an invalid name it returns
 // only an SQL comment saying so (running it creates nothing).
 func CreateScript(schema, table string) string {
-	if err := validateNames(schema, table); err != nil {
+	if err := ValidateTable(schema, table); err != nil {
 		return "-- leasehold: cannot create the lease table: invalid schema or table name\n"
 	}
 	d := newDDL(schema, table)
@@ -151,7 +154,7 @@ var ErrSchemaConflict = errors.New("postgres: schema object in the way")
 // advisory lock, and an "already exists" race with DDL run outside it counts
 // as success. A table that needs no upgrade is not locked (no ALTER is sent).
 func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, schema, table string) error {
-	if err := validateNames(schema, table); err != nil {
+	if err := ValidateTable(schema, table); err != nil {
 		return err
 	}
 	var err error

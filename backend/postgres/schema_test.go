@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,6 +24,9 @@ func TestIdentifierValidation(t *testing.T) {
 		{"lease", strings.Repeat("t", MaxTableBytes+1)},
 	}
 	for _, c := range bad {
+		if err := ValidateTable(c.schema, c.table); !errors.Is(err, ErrInvalidIdentifier) {
+			t.Errorf("ValidateTable(%q, %q) = %v, want ErrInvalidIdentifier", c.schema, c.table, err)
+		}
 		if _, err := New(poolStub(t), WithTable(c.schema, c.table)); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Errorf("New(schema %q, table %q) = %v, want ErrInvalidIdentifier", c.schema, c.table, err)
 		}
@@ -35,6 +39,35 @@ func TestIdentifierValidation(t *testing.T) {
 	}
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil) succeeded")
+	}
+	for _, c := range []struct{ schema, table string }{
+		{DefaultSchema, DefaultTable},
+		{`we"ird; --`, strings.Repeat("t", MaxTableBytes)},
+	} {
+		if err := ValidateTable(c.schema, c.table); err != nil {
+			t.Errorf("ValidateTable(%q, %q) = %v", c.schema, c.table, err)
+		}
+	}
+}
+
+// Options cannot fail: New reports a value it cannot use, naming the option.
+func TestNewRefusesBadOptions(t *testing.T) {
+	for want, opt := range map[string]Option{
+		"WithSweep(-1ns, 100)":  WithSweep(-1, 100),
+		"WithSweep(1s, -1)":     WithSweep(time.Second, -1),
+		"WithRetry(0, 5ms, 1s)": WithRetry(0, 5*time.Millisecond, time.Second),
+		"WithRetry(2, 0s, 1s)":  WithRetry(2, 0, time.Second),
+		"WithRetry(2, 1s, 1ms)": WithRetry(2, time.Second, time.Millisecond),
+	} {
+		_, err := New(poolStub(t), opt)
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(%s) = %v, want ErrInvalidOption naming it", want, err)
+		}
+	}
+	for _, opt := range []Option{WithSweep(0, 0), WithSweep(time.Minute, 1), WithRetry(1, time.Millisecond, time.Millisecond), WithLogger(nil)} {
+		if _, err := New(poolStub(t), opt); err != nil {
+			t.Errorf("New with a usable option: %v", err)
+		}
 	}
 }
 
@@ -182,7 +215,7 @@ func TestLogsCarryNoPassword(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.pool = newPool(t, e.appName, noPing)
-	b := e.backend(t, WithLogger(logger), WithSweep(-1, 0))
+	b := e.backend(t, WithLogger(logger), WithSweep(0, 0))
 	e.pool = newPool(t, e.appName, noPing)
 	w := e.backend(t, WithLogger(logger))
 	keys, listening, stop := watching(t, w)

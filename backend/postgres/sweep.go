@@ -11,7 +11,7 @@ import (
 // for an advisory lock. It is best effort: a failure is logged and ignored
 // (the acquire that follows reports real faults).
 func (b *Backend) maybeSweep(ctx context.Context) {
-	if b.sweepEvery < 0 || b.sweepBatch <= 0 {
+	if b.sweepBatch == 0 {
 		return
 	}
 	now := time.Now().UnixNano()

@@ -128,7 +128,7 @@ func TestEnsureSchemaUpgradesPreviousTable(t *testing.T) {
 		t.Fatalf("attempt column: NOT NULL %v, default %v, %d CHECKs; want NOT NULL, no default, one CHECK", notNull, hasDefault, checks)
 	}
 
-	b, err := New(admin, WithTable(schema, table), WithSweep(-1, 0))
+	b, err := New(admin, WithTable(schema, table), WithSweep(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

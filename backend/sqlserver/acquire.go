@@ -88,8 +88,24 @@ func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
 		sql.Named("attempt", r.Attempt),
 		sql.Named("ttlUs", ttlMicros(r.TTL)),
 		sql.Named("metadata", r.Metadata),
-		sql.Named("sweep", int64(b.cfg.sweep)),
+		sql.Named("sweep", b.sweepRows()),
 	}
+}
+
+// sweepRows is how many expired rows this acquire's batch may delete: the
+// sweep batch when a sweep is due (WithSweep), else 0, which makes the
+// batch's DELETE TOP (@sweep) delete nothing.
+func (b *Backend) sweepRows() int64 {
+	every, batch := b.cfg.sweepEvery, int64(b.cfg.sweepBatch)
+	if batch == 0 || every == 0 {
+		return batch
+	}
+	now := time.Now().UnixNano()
+	last := b.lastSweep.Load()
+	if now-last < int64(every) || !b.lastSweep.CompareAndSwap(last, now) {
+		return 0
+	}
+	return batch
 }
 
 // scanAcquire reads the one result row and checks that it makes sense, so

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestAcquireOutcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b, mock := newMockBackend(t)
-			mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+			mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
 				WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(c.row...))
 			g, err := b.Acquire(context.Background(), req)
 			if err != nil {
@@ -109,7 +110,7 @@ func TestAcquireRejectsMalformedResults(t *testing.T) {
 }
 
 func TestAcquireParameterTypes(t *testing.T) {
-	b, _ := newMockBackend(t, WithSweepBatchSize(7))
+	b, _ := newMockBackend(t, WithSweep(0, 7))
 	req := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: backend.MaxTTL, Metadata: "x"}
 	want := map[string]any{"name": "k", "owner": "o", "attempt": "a", "ttlUs": int64(backend.MaxTTL / time.Microsecond), "metadata": "x", "sweep": int64(7)}
 	for _, a := range b.acquireArgs(req) {
@@ -186,7 +187,7 @@ func TestValidateBeforeStore(t *testing.T) {
 func TestHostileKeyIsAParameter(t *testing.T) {
 	b, mock := newMockBackend(t)
 	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "o]'\"", Attempt: "a']--", TTL: time.Second, Metadata: "{*?[]}"}
-	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
 		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8), nil))
 	mock.ExpectQuery(b.q.release).WithArgs(sql.Named("name", req.Key), sql.Named("owner", req.Owner), sql.Named("attempt", req.Attempt), sql.Named("token", int64(1))).
 		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
@@ -208,10 +209,38 @@ func TestHostileKeyIsAParameter(t *testing.T) {
 func TestAcquireDelayedDurabilityForced(t *testing.T) {
 	b, mock := newMockBackend(t)
 	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "a", TTL: time.Second}
-	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
 		WillReturnError(mssql.Error{Number: errDelayedDurabilityNumber, Class: 16, Message: "leasehold: the database has DELAYED_DURABILITY = FORCED"})
 	g, err := b.Acquire(context.Background(), req)
 	if !errors.Is(err, ErrDelayedDurability) || g != (backend.Grant{}) {
 		t.Fatalf("Acquire = %+v, %v; want ErrDelayedDurability", g, err)
+	}
+}
+
+// WithSweep(every, batch): a sweep of batch rows at most once per every (the
+// other acquires send @sweep 0), in every acquire with every 0, never with
+// batch 0 (and then the batch has no DELETE).
+func TestAcquireSweepEvery(t *testing.T) {
+	req := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second}
+	sweepArg := func(b *Backend) int64 {
+		for _, a := range b.acquireArgs(req) {
+			if na := a.(sql.NamedArg); na.Name == "sweep" {
+				return na.Value.(int64)
+			}
+		}
+		t.Fatal("no @sweep")
+		return 0
+	}
+	hourly, _ := newMockBackend(t, WithSweep(time.Hour, 7))
+	if got := []int64{sweepArg(hourly), sweepArg(hourly), sweepArg(hourly)}; !slices.Equal(got, []int64{7, 0, 0}) {
+		t.Errorf("hourly sweep: @sweep %v, want 7 then 0s", got)
+	}
+	always, _ := newMockBackend(t, WithSweep(0, 7))
+	if got := []int64{sweepArg(always), sweepArg(always)}; !slices.Equal(got, []int64{7, 7}) {
+		t.Errorf("sweep in every acquire: @sweep %v", got)
+	}
+	never, _ := newMockBackend(t, WithSweep(time.Second, 0))
+	if got := sweepArg(never); got != 0 || strings.Contains(never.q.acquire, "DELETE") {
+		t.Errorf("sweep off: @sweep %d, batch has DELETE: %v", got, strings.Contains(never.q.acquire, "DELETE"))
 	}
 }

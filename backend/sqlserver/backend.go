@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
@@ -18,6 +19,8 @@ type Backend struct {
 	cfg     config
 	log     *slog.Logger
 	replica *sql.DB
+
+	lastSweep atomic.Int64 // unix nanoseconds of the last acquire that swept
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -32,9 +35,10 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	}
 	cfg := defaultConfig()
 	for _, opt := range opts {
-		if err := opt(&cfg); err != nil {
-			return nil, err
-		}
+		opt(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	names, err := newObjectNames(cfg.schema, cfg.table)
 	if err != nil {
@@ -43,7 +47,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	return &Backend{
 		db:      db,
 		names:   names,
-		q:       newQueries(names, cfg.sweep > 0),
+		q:       newQueries(names, cfg.sweepBatch > 0),
 		cfg:     cfg,
 		log:     cfg.logger.With("backend", "sqlserver", "table", names.String()),
 		replica: cfg.replica,

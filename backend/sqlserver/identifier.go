@@ -33,13 +33,14 @@ type objectNames struct {
 	indexName     string
 }
 
-// CheckIdentifiers reports whether schema and table can name a lease table:
-// each 1..128 UTF-16 units of valid UTF-8 without NUL or other control
-// characters and without leading or trailing white space, and the table short
-// enough that the derived names (table_FencingToken, CK_table_LeaseNameBytes,
-// ...) fit in 128 units. Brackets, quotes, semicolons and comment markers are
-// allowed: every identifier is bracket-quoted.
-func CheckIdentifiers(schema, table string) error {
+// ValidateTable reports whether schema and table can name a lease table, as
+// New and EnsureSchema check them: each 1..128 UTF-16 units of valid UTF-8
+// without NUL or other control characters and without leading or trailing
+// white space, and the table short enough that the derived names
+// (table_FencingToken, CK_table_LeaseNameBytes, ...) fit in 128 units.
+// Brackets, quotes, semicolons and comment markers are allowed: every
+// identifier is bracket-quoted. Errors wrap ErrInvalidIdentifier.
+func ValidateTable(schema, table string) error {
 	_, err := newObjectNames(schema, table)
 	return err
 }

@@ -2,6 +2,7 @@ package sqlserver
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,7 +12,8 @@ import (
 const (
 	DefaultSchema              = "lease"
 	DefaultTable               = "Leases"
-	DefaultSweepBatchSize      = 100
+	DefaultSweepEvery          = time.Duration(0) // every acquire: the sweep rides in its round trip
+	DefaultSweepBatch          = 100
 	DefaultReplicaTimeout      = 5 * time.Second
 	DefaultReplicaPollInterval = 50 * time.Millisecond
 	DefaultRetryAttempts       = 5
@@ -20,23 +22,31 @@ const (
 )
 
 const (
-	// maxSweepBatchSize bounds one sweep, so that an acquire never deletes
-	// an unbounded number of rows before it runs.
-	maxSweepBatchSize = 100_000
+	// MaxSweepBatch bounds one sweep, so that an acquire never deletes an
+	// unbounded number of rows before it runs.
+	MaxSweepBatch = 100_000
 	// cleanupReleaseTimeout bounds the release of a grant that the caller
 	// will not get (replica not confirmed), which runs even after ctx ended.
 	cleanupReleaseTimeout = 5 * time.Second
 )
 
-// Option configures a Backend.
-type Option func(*config) error
+// Option configures a Backend built by New. Options cannot fail: New checks
+// the configuration they make and reports what is wrong (errors wrap
+// ErrInvalidOption, or ErrInvalidIdentifier for the table's names).
+type Option func(*config)
+
+// ErrInvalidOption is returned (wrapped) by New for an option value it cannot
+// use.
+var ErrInvalidOption = errors.New("sqlserver: invalid option")
 
 type config struct {
 	schema, table  string
 	replica        *sql.DB
+	replicaSet     bool // WithReplica was given (a nil replica is an error)
 	replicaTimeout time.Duration
 	replicaPoll    time.Duration
-	sweep          int
+	sweepEvery     time.Duration
+	sweepBatch     int
 	retry          retryPolicy
 	logger         *slog.Logger
 }
@@ -47,7 +57,8 @@ func defaultConfig() config {
 		table:          DefaultTable,
 		replicaTimeout: DefaultReplicaTimeout,
 		replicaPoll:    DefaultReplicaPollInterval,
-		sweep:          DefaultSweepBatchSize,
+		sweepEvery:     DefaultSweepEvery,
+		sweepBatch:     DefaultSweepBatch,
 		retry: retryPolicy{
 			attempts: DefaultRetryAttempts,
 			base:     DefaultRetryBaseDelay,
@@ -57,99 +68,87 @@ func defaultConfig() config {
 	}
 }
 
-// WithTable sets the schema and table of the lease rows. Default: lease.Leases.
-// The names are checked with CheckIdentifiers and always bracket-quoted.
+// WithTable sets the schema and table of the lease rows. Default:
+// lease.Leases (DefaultSchema, DefaultTable). New checks the names with
+// ValidateTable; they are always bracket-quoted.
 func WithTable(schema, table string) Option {
-	return func(c *config) error {
-		if err := CheckIdentifiers(schema, table); err != nil {
-			return err
-		}
-		c.schema, c.table = schema, table
-		return nil
-	}
+	return func(c *config) { c.schema, c.table = schema, table }
 }
 
 // WithReplica turns on read-replica confirmation: after every grant the
 // backend polls replica (a readable secondary of an Availability Group or a
 // geo-replica) until it shows the row's RowVersion; a grant that is not
 // confirmed within the replica timeout is released on the primary and
-// reported as not acquired. Default: no replica, no confirmation. The backend
-// does not close replica.
+// reported as not acquired. Default: no replica, no confirmation. New refuses
+// a nil replica. The backend does not close replica.
 func WithReplica(replica *sql.DB) Option {
-	return func(c *config) error {
-		if replica == nil {
-			return fmt.Errorf("sqlserver: WithReplica: nil *sql.DB")
-		}
-		c.replica = replica
-		return nil
-	}
+	return func(c *config) { c.replica, c.replicaSet = replica, true }
 }
 
 // WithReplicaTimeout bounds how long one grant waits for the replica to show
-// it. Default: DefaultReplicaTimeout (5s). It must be positive; the caller's
-// context deadline still applies.
+// it. Default: DefaultReplicaTimeout (5s). New refuses a duration that is not
+// positive; the caller's context deadline still applies.
 func WithReplicaTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("sqlserver: WithReplicaTimeout: %v is not positive", d)
-		}
-		c.replicaTimeout = d
-		return nil
-	}
+	return func(c *config) { c.replicaTimeout = d }
 }
 
 // WithReplicaPollInterval sets the pause between two reads of the replica.
-// Default: DefaultReplicaPollInterval (50ms). It must be positive.
+// Default: DefaultReplicaPollInterval (50ms). New refuses a duration that is
+// not positive.
 func WithReplicaPollInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("sqlserver: WithReplicaPollInterval: %v is not positive", d)
-		}
-		c.replicaPoll = d
-		return nil
-	}
+	return func(c *config) { c.replicaPoll = d }
 }
 
-// WithSweepBatchSize sets how many expired rows (of any name) one acquire
-// deletes before it runs, so that abandoned leases do not pile up without a
-// background job. 0 turns the sweep off. Default: DefaultSweepBatchSize (100);
-// at most 100000.
-func WithSweepBatchSize(n int) Option {
-	return func(c *config) error {
-		if n < 0 || n > maxSweepBatchSize {
-			return fmt.Errorf("sqlserver: WithSweepBatchSize: %d is outside [0, %d]", n, maxSweepBatchSize)
-		}
-		c.sweep = n
-		return nil
-	}
+// WithSweep makes an Acquire first delete up to batch expired rows of other
+// names, at most once per every (0: in every Acquire), so that abandoned
+// leases do not pile up without a background job. Here the sweep is a
+// statement of the acquire's own batch (no extra round trip), hence the
+// default interval 0. batch 0 turns the sweep off; New refuses a negative
+// every, a negative batch or one above MaxSweepBatch. Default:
+// DefaultSweepEvery (0), DefaultSweepBatch (100).
+func WithSweep(every time.Duration, batch int) Option {
+	return func(c *config) { c.sweepEvery, c.sweepBatch = every, batch }
 }
 
 // WithRetry sets how transient errors (deadlock victim, Azure SQL throttling
 // and failover) are retried: at most attempts runs of the whole batch, with a
 // jittered exponential pause starting near base and capped at max, and never
-// past the context's deadline. attempts 1 turns retries off. Defaults:
+// past the context's deadline. attempts 1 turns retries off; New refuses
+// attempts < 1 or delays outside 0 < base <= max. Defaults:
 // DefaultRetryAttempts (5), DefaultRetryBaseDelay (20ms), DefaultRetryMaxDelay
 // (1s).
 func WithRetry(attempts int, base, max time.Duration) Option {
-	return func(c *config) error {
-		if attempts < 1 || base <= 0 || max < base {
-			return fmt.Errorf("sqlserver: WithRetry(%d, %v, %v): need attempts >= 1 and 0 < base <= max", attempts, base, max)
-		}
-		c.retry = retryPolicy{attempts: attempts, base: base, max: max}
-		return nil
-	}
+	return func(c *config) { c.retry = retryPolicy{attempts: attempts, base: base, max: max} }
 }
 
 // WithLogger sets where the backend logs acquisition faults, retries, replica
-// confirmation outcomes and release faults. Default: nothing is logged. Keys
-// and owners are logged; connection strings never are (the backend never sees
-// them).
+// confirmation outcomes and release faults. Default: nothing is logged; nil
+// keeps the default. Keys and owners are logged; connection strings never are
+// (the backend never sees them).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("sqlserver: WithLogger: nil logger")
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
 		}
-		c.logger = l
-		return nil
 	}
+}
+
+// validate reports the first option value New cannot use.
+func (c *config) validate() error {
+	if err := ValidateTable(c.schema, c.table); err != nil {
+		return err
+	}
+	switch {
+	case c.replicaSet && c.replica == nil:
+		return fmt.Errorf("%w: WithReplica(nil)", ErrInvalidOption)
+	case c.replicaTimeout <= 0:
+		return fmt.Errorf("%w: WithReplicaTimeout(%v): not positive", ErrInvalidOption, c.replicaTimeout)
+	case c.replicaPoll <= 0:
+		return fmt.Errorf("%w: WithReplicaPollInterval(%v): not positive", ErrInvalidOption, c.replicaPoll)
+	case c.sweepEvery < 0 || c.sweepBatch < 0 || c.sweepBatch > MaxSweepBatch:
+		return fmt.Errorf("%w: WithSweep(%v, %d): need every >= 0 and batch within [0, %d]", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
+	case c.retry.attempts < 1 || c.retry.base <= 0 || c.retry.max < c.retry.base:
+		return fmt.Errorf("%w: WithRetry(%d, %v, %v): need attempts >= 1 and 0 < base <= max", ErrInvalidOption, c.retry.attempts, c.retry.base, c.retry.max)
+	}
+	return nil
 }

@@ -166,12 +166,28 @@ func TestReplicaNotAskedWhenBusy(t *testing.T) {
 	}
 }
 
-func TestReplicaOptionsValidated(t *testing.T) {
+// Options cannot fail: New reports a value it cannot use, naming the option.
+func TestNewRefusesBadOptions(t *testing.T) {
 	db, _ := newMockDB(t)
-	for _, opt := range []Option{WithReplica(nil), WithReplicaTimeout(0), WithReplicaPollInterval(-1), WithSweepBatchSize(-1),
-		WithSweepBatchSize(maxSweepBatchSize + 1), WithRetry(0, time.Millisecond, time.Second), WithRetry(2, time.Second, time.Millisecond), WithLogger(nil)} {
-		if _, err := New(db, opt); err == nil {
-			t.Errorf("an invalid option was accepted")
+	for want, opt := range map[string]Option{
+		"WithReplica(nil)":              WithReplica(nil),
+		"WithReplicaTimeout(0s)":        WithReplicaTimeout(0),
+		"WithReplicaPollInterval(-1ns)": WithReplicaPollInterval(-1),
+		"WithSweep(0s, -1)":             WithSweep(0, -1),
+		"WithSweep(-1s, 100)":           WithSweep(-time.Second, 100),
+		"WithSweep(0s, 100001)":         WithSweep(0, MaxSweepBatch+1),
+		"WithRetry(0, 1ms, 1s)":         WithRetry(0, time.Millisecond, time.Second),
+		"WithRetry(2, 1s, 1ms)":         WithRetry(2, time.Second, time.Millisecond),
+		"WithRetry(2, 0s, 1ms)":         WithRetry(2, 0, time.Millisecond),
+	} {
+		_, err := New(db, opt)
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(%s) = %v, want ErrInvalidOption naming it", want, err)
+		}
+	}
+	for _, opt := range []Option{WithSweep(time.Minute, 0), WithSweep(0, MaxSweepBatch), WithRetry(1, time.Millisecond, time.Millisecond), WithLogger(nil)} {
+		if _, err := New(db, opt); err != nil {
+			t.Errorf("New with a usable option: %v", err)
 		}
 	}
 }

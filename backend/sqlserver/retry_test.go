@@ -147,12 +147,12 @@ func renewRow() *sqlmock.Rows {
 func TestRetryRunsTheWholeBatchAgain(t *testing.T) {
 	b, mock := newMockBackend(t)
 	req := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second}
-	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).WillReturnError(mssql.Error{Number: 1205, Message: "deadlock victim"})
-	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).WillReturnError(mssql.Error{Number: 40613})
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(mssql.Error{Number: 1205, Message: "deadlock victim"})
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(mssql.Error{Number: 40613})
 	// The connection drops while the answer is read: the batch may have
 	// committed, and running it again refreshes the same attempt's holding.
-	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).WillReturnError(mssql.StreamError{InnerError: io.ErrUnexpectedEOF})
-	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatchSize)...).
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(mssql.StreamError{InnerError: io.ErrUnexpectedEOF})
+	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
 		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), "o", int64(9), time.Now(), make([]byte, 8), nil))
 	g, err := b.Acquire(context.Background(), req)
 	if err != nil || !g.Acquired || g.Token != 9 {

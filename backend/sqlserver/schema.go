@@ -80,7 +80,7 @@ func ddlStatements(n objectNames) []string {
 
 // CreateScript returns the DDL that EnsureSchema runs, as a script of batches
 // separated by GO (sqlcmd and SSMS syntax), for people who deploy schema
-// changes out of band. It is idempotent. For names that CheckIdentifiers
+// changes out of band. It is idempotent. For names that ValidateTable
 // rejects it returns a script that raises that error instead of creating
 // anything.
 func CreateScript(schema, table string) string {

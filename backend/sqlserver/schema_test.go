@@ -66,7 +66,7 @@ func TestCreateScriptRejectedNames(t *testing.T) {
 	}
 }
 
-func TestCheckIdentifiers(t *testing.T) {
+func TestValidateTable(t *testing.T) {
 	ok := []struct{ schema, table string }{
 		{"lease", "Leases"},
 		{"dbo", "weird ]name[ with 'quotes'; -- and /* comments */"},
@@ -74,8 +74,8 @@ func TestCheckIdentifiers(t *testing.T) {
 		{strings.Repeat("s", 128), strings.Repeat("t", 110)},
 	}
 	for _, c := range ok {
-		if err := CheckIdentifiers(c.schema, c.table); err != nil {
-			t.Errorf("CheckIdentifiers(%q, %q) = %v", c.schema, c.table, err)
+		if err := ValidateTable(c.schema, c.table); err != nil {
+			t.Errorf("ValidateTable(%q, %q) = %v", c.schema, c.table, err)
 		}
 	}
 	bad := []struct{ schema, table string }{
@@ -92,9 +92,9 @@ func TestCheckIdentifiers(t *testing.T) {
 		{"s", "a\u200bb\u0007"},         // BEL is a control character
 	}
 	for _, c := range bad {
-		err := CheckIdentifiers(c.schema, c.table)
+		err := ValidateTable(c.schema, c.table)
 		if !errors.Is(err, ErrInvalidIdentifier) {
-			t.Errorf("CheckIdentifiers(%q, %q) = %v, want ErrInvalidIdentifier", c.schema, c.table, err)
+			t.Errorf("ValidateTable(%q, %q) = %v, want ErrInvalidIdentifier", c.schema, c.table, err)
 		}
 		if _, err := New(&sql.DB{}, WithTable(c.schema, c.table)); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Errorf("New(WithTable(%q, %q)) = %v, want ErrInvalidIdentifier", c.schema, c.table, err)

@@ -1,10 +1,12 @@
-// Command worker shows the hosted-service pattern: several workers (each its
-// own Manager, as separate processes would be) compete for one lease in a
-// loop; only the leader works, and a lost lease cancels its work at once.
+// Command worker shows the hosted-service pattern: two workers (each its own
+// Manager, as two processes would be) take turns at one lease; only the
+// leader works, and a lost lease cancels its work at once.
 //
-// Whenever worker-2 leads, it is cut off from the backend (its renewals fail). It loses
-// the lease by its local deadline, before the backend lets anyone else in,
-// and another worker takes over with a higher fencing token.
+// Whenever worker-2 leads, its link to the store is cut: its renewals fail.
+// It gives the lease up at its local deadline, a margin (a tenth of the TTL)
+// before the store lets anyone else in, and worker-1 takes over with a higher
+// fencing token. A worker that has had its turn steps aside for a moment, so
+// that the other one, already waiting, gets the next turn.
 //
 //	go run ./examples/worker
 package main
@@ -13,7 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,68 +27,90 @@ import (
 	"github.com/leasehold/leasehold/backend/memory"
 )
 
-// partitionable cuts one worker off from the shared store on demand.
-type partitionable struct {
-	backend.Backend
-	cut atomic.Bool
-}
+const (
+	ttl     = 500 * time.Millisecond // lost 50ms (a tenth) before the store frees it
+	work    = 600 * time.Millisecond // one unit of work
+	stepOut = 100 * time.Millisecond // after a turn, let the waiting worker in
+)
 
-func (p *partitionable) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
-	if p.cut.Load() {
-		return backend.Grant{}, errors.New("network partition")
-	}
-	return p.Backend.Renew(ctx, r)
-}
+var errPartition = errors.New("network partition")
 
-// WatchReleases passes the store's release notifications through, so waiters
-// wake the moment the leader steps down instead of polling.
-func (p *partitionable) WatchReleases(ctx context.Context, fn func(key string)) error {
-	return p.Backend.(backend.ReleaseWatcher).WatchReleases(ctx, fn)
+// link is one worker's link to the shared store, which can be cut: while cut,
+// no call gets through. backend.Wrap keeps what the store can do (release
+// notifications wake waiters at once; batched renewals), so the engine works
+// through the link as on the store itself.
+func link(store backend.Backend, cut *atomic.Bool) backend.Backend {
+	return backend.Wrap(store, backend.Middleware{
+		Call: func(ctx context.Context, calls []backend.Call, next func(context.Context, []backend.Call)) {
+			if !cut.Load() {
+				next(ctx, calls)
+				return
+			}
+			for i := range calls {
+				calls[i].Err = errPartition
+			}
+		},
+		NonBlocking: true, // it never waits: the memory store stays Immediate
+	})
 }
 
 func main() {
-	start := time.Now()
-	stamp := func() string { return fmt.Sprintf("%5.2fs", time.Since(start).Seconds()) }
 	ctx, stop := context.WithTimeout(context.Background(), 4*time.Second)
 	defer stop()
+	run(ctx, os.Stdout)
+}
 
+// run lets the workers take turns until ctx ends, telling what happens on w.
+func run(ctx context.Context, w io.Writer) {
+	start := time.Now()
+	var mu sync.Mutex // one line at a time, in the order things happen
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "%5.2fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
 	store := memory.New()
 	var wg sync.WaitGroup
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("worker-%d", i)
-		link := &partitionable{Backend: store}
-		m, err := leasehold.New(link, leasehold.WithOwner(name))
+		var cut atomic.Bool
+		m, err := leasehold.New(link(store, &cut), leasehold.WithOwner(name))
 		if err != nil {
 			log.Fatal(err)
 		}
 		wg.Go(func() {
 			defer m.Close(context.Background())
 			for ctx.Err() == nil {
-				err := m.Do(ctx, "leader", func(work context.Context) error {
-					l, _ := leasehold.LeaseFrom(work) // the lease Do holds
-					fmt.Printf("%s %s leads (token %d)\n", stamp(), name, l.Token())
+				err := m.Do(ctx, "leader", func(job context.Context) error {
+					l, _ := leasehold.LeaseFrom(job) // the lease Do holds
 					if name == "worker-2" {
-						link.cut.Store(true) // renewals stop getting through
-						defer link.cut.Store(false)
+						cut.Store(true) // from now on nothing gets through
+						defer cut.Store(false)
+						say("%s leads (token %d), and its link to the store is cut", name, l.Token())
+					} else {
+						say("%s leads (token %d)", name, l.Token())
 					}
 					select {
-					case <-time.After(700 * time.Millisecond): // a unit of work
-						fmt.Printf("%s %s finished its work and steps down\n", stamp(), name)
+					case <-time.After(work):
+						say("%s finished its work and steps down", name)
 						return nil
-					case <-work.Done(): // the lease was lost or ctx ended: stop now
-						return context.Cause(work)
+					case <-job.Done(): // lost, or the run is over: stop now
+						if errors.Is(context.Cause(job), leasehold.ErrLost) {
+							say("%s lost the lease at its local deadline; its work is cancelled", name)
+						}
+						return context.Cause(job)
 					}
-				}, leasehold.WithTTL(300*time.Millisecond), leasehold.WithWait(leasehold.WaitForever))
-				switch {
-				case errors.Is(err, leasehold.ErrLost):
-					fmt.Printf("%s %s lost the lease; its work was cancelled\n", stamp(), name)
-				case err != nil && ctx.Err() == nil:
+				}, leasehold.WithTTL(ttl), leasehold.WithWait(leasehold.WaitForever))
+				if err != nil && !errors.Is(err, leasehold.ErrLost) && ctx.Err() == nil {
 					log.Printf("%s: %v", name, err)
 				}
-				time.Sleep(50 * time.Millisecond) // give the others a turn
+				select { // step aside: the other worker is waiting for its turn
+				case <-time.After(stepOut):
+				case <-ctx.Done():
+				}
 			}
 		})
 	}
 	wg.Wait()
-	fmt.Printf("%s done\n", stamp())
+	say("done")
 }

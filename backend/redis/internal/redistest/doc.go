@@ -1,4 +1,5 @@
-// Package redistest starts real redis-server processes and a controllable TCP
-// proxy for the Redis backend's tests: restarts, replicas, cut connections and
-// slow links, all on loopback, without mocking Redis.
+// Package redistest starts real redis-server processes and a controllable
+// TCP proxy (internal/faultproxy, built on toxiproxy) for the Redis backend's
+// tests: restarts, replicas, cut connections and slow links, all on loopback,
+// without mocking Redis.
 package redistest

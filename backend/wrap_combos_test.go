@@ -1,0 +1,49 @@
+package backend
+
+import (
+	"context"
+	"testing"
+)
+
+// fullFake has every optional capability; its methods are never called here.
+type fullFake struct{}
+
+func (fullFake) Info() Info                                             { return Info{Name: "fake"} }
+func (fullFake) Close() error                                           { return nil }
+func (fullFake) Acquire(context.Context, AcquireRequest) (Grant, error) { return Grant{}, nil }
+func (fullFake) Renew(context.Context, RenewRequest) (Grant, error)     { return Grant{}, nil }
+func (fullFake) Release(context.Context, ReleaseRequest) error          { return nil }
+func (fullFake) WatchReleases(context.Context, func(string)) error      { return nil }
+func (fullFake) RenewBatch(context.Context, []RenewRequest) ([]RenewResult, error) {
+	return nil, nil
+}
+func (fullFake) Batch(context.Context, []Call)                          {}
+func (fullFake) Inspect(context.Context, string) (Holding, bool, error) { return Holding{}, false, nil }
+func (fullFake) List(context.Context, string, func(Holding) bool) error { return nil }
+func (fullFake) Revoke(context.Context, string, uint64) (Holding, bool, error) {
+	return Holding{}, false, nil
+}
+func (fullFake) Immediate() {}
+
+// Every combination type has exactly its capabilities, and Wrap of a backend
+// with any set of capabilities has the same set (Immediate only when the
+// middleware is declared non-blocking).
+func TestWrapKeepsExactlyTheCapabilities(t *testing.T) {
+	all := 1<<capCount - 1
+	if got := capabilitiesOf(fullFake{}, true); got != all {
+		t.Fatalf("the full fake has capabilities %b, want %b", got, all)
+	}
+	for c := range 1 << capCount {
+		inner := wrapCombos[c](&wrapped{inner: fullFake{}})
+		if got := capabilitiesOf(inner, true); got != c {
+			t.Errorf("wrap%d has capabilities %07b, want %07b", c, got, c)
+			continue
+		}
+		if got := capabilitiesOf(Wrap(inner, Middleware{}), true); got != c&^capImmediate {
+			t.Errorf("Wrap of %07b has %07b, want %07b (no Immediate by default)", c, got, c&^capImmediate)
+		}
+		if got := capabilitiesOf(Wrap(inner, Middleware{NonBlocking: true}), true); got != c {
+			t.Errorf("Wrap of %07b with a non-blocking middleware has %07b", c, got)
+		}
+	}
+}
