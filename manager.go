@@ -77,7 +77,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	}
 	if m.system == nil {
 		m.ownSystem = true
-		protoLogger := c.logger.With("component", "protoactor")
+		protoLogger := slog.New(plumbingHandler{c.logger.Handler()}).With("component", "protoactor")
 		m.system = actor.NewActorSystem(
 			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLogger }),
 			// A dead letter the engine does not mark as expected starts a
