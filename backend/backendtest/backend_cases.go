@@ -448,6 +448,12 @@ func (s *suite) bWatch(t *testing.T) {
 	deadline := time.After(patience)
 	for {
 		g := mustGrant(t, b, k, "o1", time.Minute)
+		// A watcher may announce only the releases somebody waits for: a
+		// contender that will wait is refused first.
+		w, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: k, Owner: "o2", Attempt: newAttempt(), TTL: time.Minute, Wait: true})
+		if err != nil || w.Acquired {
+			t.Fatalf("waiting contender: %+v, %v; want refused", w, err)
+		}
 		if err := b.Release(ctxT(t), g.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
