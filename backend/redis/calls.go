@@ -50,18 +50,19 @@ func (c *scriptCall) fail(ctx context.Context, err error) {
 	c.cmd.SetErr(err)
 }
 
-// Boolean arguments of the scripts.
-const (
-	argTrue  = "1"
-	argFalse = "0"
+// The acquire script's wait flag, boxed once: a string put in an interface
+// at each call would be one more allocation per call.
+var (
+	argWait   any = "1"
+	argNoWait any = "0"
 )
 
 // acquireCall is the acquire script for r (scripts/CONTRACT.md).
 func (b *Backend) acquireCall(r backend.AcquireRequest) scriptCall {
 	lease, token := b.keysOf(r.Key)
-	wait := argFalse
+	wait := argNoWait
 	if r.Wait && b.cfg.notify {
-		wait = argTrue
+		wait = argWait
 	}
 	return scriptCall{
 		script: acquireScript, name: r.Key, confirm: true,

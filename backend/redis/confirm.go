@@ -8,22 +8,28 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// runOne runs one call. Under replica confirmation a write goes in a pipeline
-// with WAIT to the primary of its name, so both use the same connection: WAIT
-// counts the replicas that acknowledged the writes of its own connection.
-// Otherwise it is sent by SHA, with EVAL (which also loads the script) when
-// the server does not know it yet.
-func (b *Backend) runOne(ctx context.Context, c *scriptCall) {
+// runOne runs one call and returns it with its outcome. Under replica
+// confirmation a write goes in a pipeline with WAIT to the primary of its
+// name, so both use the same connection: WAIT counts the replicas that
+// acknowledged the writes of its own connection. Otherwise it is sent by SHA,
+// with EVAL (which also loads the script) when the server does not know it
+// yet. (By value: a call that stays on the stack costs no allocation.)
+func (b *Backend) runOne(ctx context.Context, c scriptCall) scriptCall {
 	if b.cfg.replicas > 0 && c.confirm {
-		node, err := b.primary(ctx, c.keys[0])
-		if err != nil {
-			c.fail(ctx, err)
-			return
-		}
-		b.runPipeline(ctx, node, []*scriptCall{c}, true)
-		return
+		return b.runConfirmed(ctx, c)
 	}
 	c.cmd = c.script.Run(ctx, b.client, c.keys, c.args...)
+	return c
+}
+
+func (b *Backend) runConfirmed(ctx context.Context, c scriptCall) scriptCall {
+	node, err := b.primary(ctx, c.keys[0])
+	if err != nil {
+		c.fail(ctx, err)
+		return c
+	}
+	b.runPipeline(ctx, node, []*scriptCall{&c}, true)
+	return c
 }
 
 // primary returns the client of the one server that owns key: on Cluster the

@@ -18,16 +18,14 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	c := b.acquireCall(r)
-	b.runOne(ctx, &c)
+	c := b.runOne(ctx, b.acquireCall(r))
 	g, err := b.acquireAnswer(ctx, r, &c)
 	if err != nil || !b.unconfirmedGrant(g, &c) {
 		return g, err
 	}
 	b.logUnconfirmed(ctx, r, g.Token, c.acked)
 	rr := backend.ReleaseRequest{Key: r.Key, Owner: r.Owner, Attempt: r.Attempt, Token: g.Token}
-	rc := b.releaseCall(rr)
-	b.runOne(ctx, &rc)
+	rc := b.runOne(ctx, b.releaseCall(rr))
 	return b.unconfirmedAnswer(r, c.acked, b.releaseAnswer(ctx, rr, &rc))
 }
 
@@ -42,8 +40,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	c := b.renewCall(r)
-	b.runOne(ctx, &c)
+	c := b.runOne(ctx, b.renewCall(r))
 	return b.renewAnswer(ctx, r, &c)
 }
 
@@ -58,8 +55,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := b.closed(); err != nil {
 		return err
 	}
-	c := b.releaseCall(r)
-	b.runOne(ctx, &c)
+	c := b.runOne(ctx, b.releaseCall(r))
 	return b.releaseAnswer(ctx, r, &c)
 }
 
