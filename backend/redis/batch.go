@@ -110,8 +110,13 @@ func (b *Backend) giveBack(ctx context.Context, calls []backend.Call, sc []scrip
 // runBatch runs calls in one pipeline on the caller's client (a ClusterClient
 // splits it by node and follows MOVED) or, when a write in it needs replica
 // confirmation, in one pipeline per primary with a WAIT at its end, the
-// primaries in parallel.
+// primaries in parallel. A lone call goes as the single call goes, without
+// the pipeline's cost: the engine hands over what is ready, often one call.
 func (b *Backend) runBatch(ctx context.Context, calls []*scriptCall) {
+	if len(calls) == 1 {
+		*calls[0] = b.runOne(ctx, *calls[0])
+		return
+	}
 	confirm := func(c *scriptCall) bool { return c.confirm }
 	if b.cfg.replicas == 0 || !slices.ContainsFunc(calls, confirm) {
 		b.runPipeline(ctx, b.client, calls, false)

@@ -252,6 +252,17 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 	if err != nil || !known[0] || !known[1] || !known[2] {
 		t.Fatalf("scripts not loaded again: %v, %v", known, err)
 	}
+
+	// A lone call goes as the single call does, and copes the same way.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lone := []backend.Call{acquireOp("lone", "bob", newAttempt(), false)}
+	b.Batch(ctx, lone)
+	if lone[0].Err != nil || !lone[0].Grant.Acquired {
+		t.Fatalf("lone call after SCRIPT FLUSH: %+v, %v", lone[0].Grant, lone[0].Err)
+	}
+	mustHolder(t, b, "lone", "bob")
 }
 
 // A call refused with NOSCRIPT is sent again only when no later call on its
@@ -340,4 +351,10 @@ func TestBatchWithReplicaConfirmation(t *testing.T) {
 	if calls[3].Err != nil {
 		t.Errorf("release: %v", calls[3].Err)
 	}
+	lone := []backend.Call{acquireOp("lone", "bob", newAttempt(), false)}
+	b.Batch(ctx, lone)
+	if lone[0].Err != nil || lone[0].Grant.Acquired {
+		t.Errorf("unconfirmed lone grant: %+v, %v; want not acquired", lone[0].Grant, lone[0].Err)
+	}
+	mustHolder(t, b, "lone", "")
 }
