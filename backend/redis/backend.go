@@ -21,6 +21,12 @@ type Backend struct {
 	client goredis.UniversalClient
 	cfg    config
 
+	// The scripts' arguments that follow from the options, made once:
+	// graceArg is the restart grace in milliseconds, channelArg the release
+	// channel ("" when notifications are off).
+	graceArg   any
+	channelArg string
+
 	// closing ends every running WatchReleases when Close is called.
 	closing context.Context
 	close   context.CancelFunc
@@ -30,6 +36,7 @@ type Backend struct {
 var (
 	_ backend.Backend        = (*Backend)(nil)
 	_ backend.ReleaseWatcher = (*Backend)(nil)
+	_ backend.Batcher        = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its leases in the Redis deployment behind
@@ -77,7 +84,10 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 	if cfg.restartGrace < 0 {
 		return nil, fmt.Errorf("%w: negative restart grace %v", ErrInvalidOption, cfg.restartGrace)
 	}
-	b := &Backend{client: client, cfg: cfg}
+	b := &Backend{client: client, cfg: cfg, graceArg: graceMillis(cfg.restartGrace)}
+	if cfg.notify {
+		b.channelArg = b.Channel()
+	}
 	if !cfg.allowEviction {
 		if err := b.checkEviction(ctx); err != nil {
 			return nil, err

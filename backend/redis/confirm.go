@@ -8,56 +8,39 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// runConfirmed runs script and then WAIT in one pipeline, so both go over the
-// same connection to the primary that owns the keys: WAIT counts the replicas
-// that acknowledged the writes of its own connection. It returns the script's
-// reply and the number of replicas that acknowledged.
-func (b *Backend) runConfirmed(ctx context.Context, s *goredis.Script, keys []string, args []any) (any, int64, error) {
-	reply, acked, err := b.pipeWait(ctx, s, false, keys, args)
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, acked, err = b.pipeWait(ctx, s, true, keys, args)
+// runOne runs one call and returns it with its outcome. Under replica
+// confirmation a write goes in a pipeline with WAIT to the primary of its
+// name, so both use the same connection: WAIT counts the replicas that
+// acknowledged the writes of its own connection. Otherwise it is sent by SHA,
+// with EVAL (which also loads the script) when the server does not know it
+// yet. (By value: a call that stays on the stack costs no allocation.)
+func (b *Backend) runOne(ctx context.Context, c scriptCall) scriptCall {
+	if b.cfg.replicas > 0 && c.confirm {
+		return b.runConfirmed(ctx, c)
 	}
-	return reply, acked, err
+	c.cmd = c.script.Run(ctx, b.client, c.keys, c.args...)
+	return c
 }
 
-func (b *Backend) pipeWait(ctx context.Context, s *goredis.Script, eval bool, keys []string, args []any) (any, int64, error) {
-	p, err := b.primaryPipeline(ctx, keys[0])
+func (b *Backend) runConfirmed(ctx context.Context, c scriptCall) scriptCall {
+	node, err := b.primary(ctx, c.keys[0])
 	if err != nil {
-		return nil, 0, err
+		c.fail(ctx, err)
+		return c
 	}
-	var run *goredis.Cmd
-	if eval {
-		run = s.Eval(ctx, p, keys, args...)
-	} else {
-		run = s.EvalSha(ctx, p, keys, args...)
-	}
-	wait := p.Do(ctx, "WAIT", b.cfg.replicas, ttlMillis(b.cfg.confirmTimeout))
-	// Exec reports only the first failure; each command keeps its own, and a
-	// script that ran must be seen even when WAIT then failed.
-	_, _ = p.Exec(ctx)
-	if err := run.Err(); err != nil {
-		return nil, 0, err
-	}
-	acked, err := wait.Int64()
-	if err != nil {
-		return nil, 0, fmt.Errorf("WAIT: %w", err)
-	}
-	return run.Val(), acked, nil
+	b.runPipeline(ctx, node, []*scriptCall{&c}, true)
+	return c
 }
 
-// primaryPipeline returns a pipeline on the one connection that serves key:
-// on Cluster the master of key's slot, otherwise the client itself (New only
-// accepts these two kinds with confirmation on).
-func (b *Backend) primaryPipeline(ctx context.Context, key string) (goredis.Pipeliner, error) {
+// primary returns the client of the one server that owns key: on Cluster the
+// master of key's slot, otherwise the client itself (New only accepts these
+// two kinds with confirmation on). Its pipelines use one connection.
+func (b *Backend) primary(ctx context.Context, key string) (*goredis.Client, error) {
 	switch c := b.client.(type) {
 	case *goredis.ClusterClient:
-		node, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		return node.Pipeline(), nil
+		return c.MasterForKey(ctx, key)
 	case *goredis.Client:
-		return c.Pipeline(), nil
+		return c, nil
 	}
 	return nil, fmt.Errorf("%w: %T cannot confirm writes", ErrInvalidOption, b.client)
 }

@@ -14,7 +14,7 @@
 //
 // For a key K and the prefix P (default "leasehold:"), the backend uses
 //
-//	P{E}:lease   a hash with fields owner, attempt, token and meta; expires with the lease
+//	P{E}:lease   a hash with fields owner, attempt, token, meta (and w, see below); expires with the lease
 //	P{E}:token   the fencing counter of K; never expires
 //	P releases   the pub/sub channel of releases (P + "releases"); messages carry K
 //
@@ -54,7 +54,9 @@
 // while its previous holder may still believe it holds it, set
 // WithRestartGrace to the longest TTL in use: a free name is then not granted
 // until the server has been up for that long. The scripts read the uptime with
-// INFO server (callable from Lua in Redis 7), only when the name is free.
+// INFO server (callable from Lua in Redis 7), only when the name is free, and
+// only when LASTSAVE (the start of the server, or its last save) is more
+// recent than the grace: most grants on a server up for long skip it.
 //
 // # Eviction
 //
@@ -74,12 +76,22 @@
 //
 // # Release notifications
 //
-// Release publishes the released key, and Backend implements
-// backend.ReleaseWatcher with a single subscription per watch, so the engine can
-// wake waiters at once. Expiry publishes nothing; waiters also wake at the
-// holder's expiry.
+// A refused Acquire with Wait set marks the holding in the way (field w of
+// the lease hash); Release and Revoke publish the key when they end a marked
+// holding, and nothing otherwise, so that a release nobody waits for costs no
+// PUBLISH. Backend implements backend.ReleaseWatcher with a single
+// subscription per watch, so the engine can wake waiters at once. Expiry
+// publishes nothing; waiters also wake at the holder's expiry.
 //
-// # Batched renewal
+// # Batches
+//
+// Backend implements backend.Batcher: Batch sends the scripts of many calls
+// (acquires, renewals, releases, several on one name in order) in one
+// pipeline, each call answered as its single call would be. On Cluster the
+// client's pipeline is split by node; under replica confirmation there is one
+// pipeline per master with one WAIT at its end that confirms all its writes.
+// A server that forgot the scripts (restart, failover, SCRIPT FLUSH) gets
+// them loaded and the calls it refused sent again.
 //
 // Backend implements backend.BatchRenewer: RenewBatch sends the renew script
 // for many holdings in one pipelined round trip, with per-lease results, and

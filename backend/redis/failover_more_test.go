@@ -11,9 +11,11 @@ import (
 	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
 )
 
-// A batch of renewals across every master of a cluster: each renewal is one
-// script on one key (one slot), so the batch is split per node; a master that
-// is down leaves only its own renewals unconfirmed.
+// Batches across every master of a cluster (RenewBatch, and Batch with the
+// three calls, after the masters forgot the scripts): each call is one script
+// on one key (one slot), so the batch is split per node; a master that is
+// down leaves only its own calls unanswered. One cluster per variant serves
+// both batch kinds.
 func TestClusterRenewBatchAcrossMasters(t *testing.T) {
 	for _, confirm := range []bool{false, true} {
 		t.Run(map[bool]string{false: "async", true: "confirmed"}[confirm], func(t *testing.T) {
@@ -50,6 +52,7 @@ func TestClusterRenewBatchAcrossMasters(t *testing.T) {
 					t.Fatalf("renew %q: %+v", hs[i].key, r)
 				}
 			}
+			batchAcrossMasters(t, cc, b, hs)
 
 			masters[0].Kill()
 			start := time.Now()
@@ -66,8 +69,55 @@ func TestClusterRenewBatchAcrossMasters(t *testing.T) {
 					t.Errorf("renew %q on a live master: %v", hs[i].key, r.Err)
 				}
 			}
+			calls := make([]backend.Call, len(hs))
+			for i, h := range hs {
+				calls[i] = renewOp(h.renew(time.Minute))
+			}
+			b.Batch(ctx, calls)
+			for i, c := range calls {
+				switch {
+				case onVictim[hs[i].key] && (c.Err == nil || isNotHeld(c.Err)):
+					t.Errorf("batch renew %q on the dead master: %+v, %v; want a fault", hs[i].key, c.Grant, c.Err)
+				case !onVictim[hs[i].key] && c.Err != nil:
+					t.Errorf("batch renew %q on a live master: %v", hs[i].key, c.Err)
+				}
+			}
 		})
 	}
+}
+
+// batchAcrossMasters runs Batch on names of every master, once their script
+// caches are empty: renewals of hs, a release and a new grant on one name (in
+// that order), and a grant and its release on another.
+func batchAcrossMasters(t *testing.T, cc *goredis.ClusterClient, b *Backend, hs []holding) {
+	t.Helper()
+	ctx := ctxT(t)
+	moved := mustAcquire(t, b, "moved {name}", "alice", time.Minute)
+	if err := cc.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH on every master: %v", err)
+	}
+	var calls []backend.Call
+	for _, h := range hs {
+		calls = append(calls, renewOp(h.renew(time.Minute)))
+	}
+	pair := newAttempt()
+	calls = append(calls,
+		releaseOp(moved.release()),
+		acquireOp("moved {name}", "bob", moved.attempt, false), // bob, with alice's attempt id: another holding
+		acquireOp("paired", "carol", pair, false),
+		releaseOp(backend.ReleaseRequest{Key: "paired", Owner: "carol", Attempt: pair}),
+	)
+	b.Batch(ctx, calls)
+	for i, c := range calls {
+		if c.Err != nil || (c.Op != backend.OpRelease && !c.Grant.Acquired) {
+			t.Fatalf("batch call %d (%v): %+v, %v", i, c.Op, c.Grant, c.Err)
+		}
+	}
+	if g := calls[len(hs)+1].Grant; g.Token <= moved.Token {
+		t.Fatalf("bob's token %d does not outbid alice's %d", g.Token, moved.Token)
+	}
+	mustHolder(t, b, "moved {name}", "bob")
+	mustHolder(t, b, "paired", "")
 }
 
 func minCount(m map[string]int) int {

@@ -14,14 +14,23 @@ func hashTag(key string) string {
 }
 
 // LeaseKey returns the Redis key of the hash that holds key's lease (owner,
-// attempt, token, meta), for inspection with redis-cli.
+// attempt, token, meta, and w when a waiter asked for the release to be
+// announced), for inspection with redis-cli.
 func (b *Backend) LeaseKey(key string) string {
-	return b.cfg.prefix + hashTag(key) + ":lease"
+	// One concatenation (Replace returns key itself when it has nothing to
+	// escape): this runs on every call.
+	return b.cfg.prefix + "{" + tagEscaper.Replace(key) + "}:lease"
 }
 
 // TokenKey returns the Redis key of key's fencing counter.
 func (b *Backend) TokenKey(key string) string {
-	return b.cfg.prefix + hashTag(key) + ":token"
+	return b.cfg.prefix + "{" + tagEscaper.Replace(key) + "}:token"
+}
+
+// keysOf returns LeaseKey(key) and TokenKey(key), escaping key once.
+func (b *Backend) keysOf(key string) (lease, token string) {
+	e := tagEscaper.Replace(key)
+	return b.cfg.prefix + "{" + e + "}:lease", b.cfg.prefix + "{" + e + "}:token"
 }
 
 // Channel returns the pub/sub channel on which releases are announced.

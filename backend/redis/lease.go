@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
@@ -11,7 +9,8 @@ import (
 
 // Acquire implements backend.Backend: one acquire script, then, with replica
 // confirmation on, WAIT on the same connection. A grant that is not confirmed
-// is released and reported as not acquired.
+// is released and reported as not acquired. A refused request with Wait set
+// marks the holding, so that its release is announced (WatchReleases).
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -19,47 +18,15 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	keys := []string{b.LeaseKey(r.Key), b.TokenKey(r.Key)}
-	args := []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, graceMillis(b.cfg.restartGrace)}
-
-	var (
-		reply any
-		acked int64
-		err   error
-	)
-	if b.cfg.replicas > 0 {
-		reply, acked, err = b.runConfirmed(ctx, acquireScript, keys, args)
-	} else {
-		reply, err = acquireScript.Run(ctx, b.client, keys, args...).Result()
+	c := b.runOne(ctx, b.acquireCall(r))
+	g, err := b.acquireAnswer(ctx, r, &c)
+	if err != nil || !b.unconfirmedGrant(g, &c) {
+		return g, err
 	}
-	if err != nil {
-		b.reloadAfter(ctx, err)
-		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, err)
-	}
-	g, err := parseAcquire(reply)
-	if err != nil {
-		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, err)
-	}
-	if g.Acquired && b.cfg.replicas > 0 && acked < int64(b.cfg.replicas) {
-		return b.unconfirmed(ctx, r, g.Token, acked)
-	}
-	return g, nil
-}
-
-// unconfirmed gives back a grant that too few replicas acknowledged: after a
-// failover to one of the others, the name would be free again while this owner
-// works, so it must not count as acquired.
-func (b *Backend) unconfirmed(ctx context.Context, r backend.AcquireRequest, token uint64, acked int64) (backend.Grant, error) {
-	b.cfg.logger.WarnContext(ctx, "redis: grant not confirmed by replicas, releasing it",
-		"key", r.Key, "token", token, "acked", acked, "wanted", b.cfg.replicas)
-	err := b.Release(ctx, backend.ReleaseRequest{Key: r.Key, Owner: r.Owner, Attempt: r.Attempt, Token: token})
-	if err != nil {
-		// The grant may still stand: report a fault, so that the engine cleans
-		// up as after any ambiguous acquire.
-		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w (%d of %d replicas) and releasing it failed: %w",
-			r.Key, ErrNotConfirmed, acked, b.cfg.replicas, err)
-	}
-	return backend.Grant{Acquired: false}, nil
+	b.logUnconfirmed(ctx, r, g.Token, c.acked)
+	rr := backend.ReleaseRequest{Key: r.Key, Owner: r.Owner, Attempt: r.Attempt, Token: g.Token}
+	rc := b.runOne(ctx, b.releaseCall(rr))
+	return b.unconfirmedAnswer(r, c.acked, b.releaseAnswer(ctx, rr, &rc))
 }
 
 // Renew implements backend.Backend. A holding that no longer matches owner,
@@ -73,48 +40,14 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	keys := []string{b.LeaseKey(r.Key)}
-	args := renewArgs(r)
-
-	var (
-		reply any
-		acked int64
-		err   error
-	)
-	if b.cfg.replicas > 0 {
-		reply, acked, err = b.runConfirmed(ctx, renewScript, keys, args)
-	} else {
-		reply, err = renewScript.Run(ctx, b.client, keys, args...).Result()
-	}
-	if err != nil {
-		b.reloadAfter(ctx, err)
-		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, err)
-	}
-	g, holder, err := parseRenew(reply)
-	if err != nil {
-		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, err)
-	}
-	if !g.Acquired {
-		if holder == "" {
-			return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (the name is free)", r.Key, backend.ErrNotHeld)
-		}
-		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (held by %q)", r.Key, backend.ErrNotHeld, holder)
-	}
-	if b.cfg.replicas > 0 && acked < int64(b.cfg.replicas) {
-		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (%d of %d replicas)", r.Key, ErrNotConfirmed, acked, b.cfg.replicas)
-	}
-	g.Token = r.Token
-	return g, nil
-}
-
-// renewArgs are the renew script's arguments (scripts/CONTRACT.md).
-func renewArgs(r backend.RenewRequest) []any {
-	return []any{r.Owner, r.Attempt, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL)}
+	c := b.runOne(ctx, b.renewCall(r))
+	return b.renewAnswer(ctx, r, &c)
 }
 
 // Release implements backend.Backend. It ends r.Attempt's holding (the one
-// with r.Token, or whatever its token when r.Token is 0) and, when one ended
-// and notifications are on, publishes the key on the release channel.
+// with r.Token, or whatever its token when r.Token is 0) and, when one ended,
+// a refused attempt waits for it and notifications are on, publishes the key
+// on the release channel.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -122,20 +55,14 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := b.closed(); err != nil {
 		return err
 	}
-	token := "0"
-	if r.Token != 0 {
-		token = strconv.FormatUint(r.Token, 10)
-	}
-	channel := ""
-	if b.cfg.notify {
-		channel = b.Channel()
-	}
-	err := releaseScript.Run(ctx, b.client, []string{b.LeaseKey(r.Key)}, r.Owner, r.Attempt, token, channel, r.Key).Err()
-	if err != nil {
-		b.reloadAfter(ctx, err)
-		return fmt.Errorf("redis: release %q: %w", r.Key, err)
-	}
-	return nil
+	c := b.runOne(ctx, b.releaseCall(r))
+	return b.releaseAnswer(ctx, r, &c)
+}
+
+// logUnconfirmed says that a grant is given back for want of replicas.
+func (b *Backend) logUnconfirmed(ctx context.Context, r backend.AcquireRequest, token uint64, acked int64) {
+	b.cfg.logger.WarnContext(ctx, "redis: grant not confirmed by replicas, releasing it",
+		"key", r.Key, "token", token, "acked", acked, "wanted", b.cfg.replicas)
 }
 
 // graceMillis rounds up like ttlMillis: a grace never ends early.

@@ -35,114 +35,70 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		return nil, err
 	}
 	results := make([]backend.RenewResult, len(rs))
+	calls := make([]scriptCall, len(rs))
 	var sent []int // indexes in rs of the requests sent
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			results[i].Err = err
 			continue
 		}
+		calls[i] = b.renewCall(r)
 		sent = append(sent, i)
 	}
 	if len(sent) == 0 {
 		return results, nil
 	}
 	if cc, ok := b.client.(*goredis.ClusterClient); ok {
-		return b.renewPerMaster(ctx, cc, rs, sent, results)
+		return b.renewPerMaster(ctx, cc, rs, calls, sent, results)
 	}
-	newPipe := func() (goredis.Pipeliner, error) { return b.client.Pipeline(), nil }
+	var via pipeClient = b.client
 	if b.cfg.replicas > 0 {
-		newPipe = func() (goredis.Pipeliner, error) { return b.primaryPipeline(ctx, b.LeaseKey(rs[sent[0]].Key)) }
+		node, err := b.primary(ctx, calls[sent[0]].keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
+		}
+		via = node
 	}
-	cmds, acked, err := b.renewPipeline(ctx, newPipe, b.client, rs, sent)
-	if err != nil {
+	if err := b.renewRound(ctx, via, pointers(calls, sent)); err != nil {
 		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
 	}
-	b.fillRenewals(results, rs, sent, cmds, acked)
+	b.fillRenewals(ctx, results, rs, calls, sent)
 	return results, nil
 }
 
-// fillRenewals turns the replies of the renewals sent into results.
-func (b *Backend) fillRenewals(results []backend.RenewResult, rs []backend.RenewRequest, sent []int, cmds []*goredis.Cmd, acked int64) {
-	for j, i := range sent {
-		r := rs[i]
-		g, holder, err := parseRenew(cmds[j].Val())
-		switch {
-		case cmds[j].Err() != nil:
-			// A Redis error reply for this lease, or on Cluster the fault of
-			// the one node that serves it.
-			results[i].Err = fmt.Errorf("redis: renew %q: %w", r.Key, cmds[j].Err())
-		case err != nil:
-			results[i].Err = fmt.Errorf("redis: renew %q: %w", r.Key, err)
-		case !g.Acquired:
-			results[i].Err = fmt.Errorf("redis: renew %q: %w (holder %q)", r.Key, backend.ErrNotHeld, holder)
-		case b.cfg.replicas > 0 && acked < int64(b.cfg.replicas):
-			results[i].Err = fmt.Errorf("redis: renew %q: %w (%d of %d replicas)", r.Key, ErrNotConfirmed, acked, b.cfg.replicas)
-		default:
-			g.Token = r.Token
-			results[i].Grant = g
-		}
+// fillRenewals turns the outcomes of the renewals sent into results.
+func (b *Backend) fillRenewals(ctx context.Context, results []backend.RenewResult, rs []backend.RenewRequest, calls []scriptCall, sent []int) {
+	for _, i := range sent {
+		results[i].Grant, results[i].Err = b.renewAnswer(ctx, rs[i], &calls[i])
 	}
 }
 
-// renewPipeline sends the renew script for each sent request, and WAIT when
-// confirmation is on, in one pipeline made by newPipe. When the server does
-// not know the script yet it loads it through loader and sends the batch again
-// (renewal is idempotent). It returns an error when no renewal got an answer
-// from Redis (a fault of the whole link), when WAIT failed, or when the
-// pipeline or the script could not be had; a fault met by only some renewals
-// (one Cluster node down) stays in their commands.
-func (b *Backend) renewPipeline(ctx context.Context, newPipe func() (goredis.Pipeliner, error), loader goredis.Scripter,
-	rs []backend.RenewRequest, sent []int) ([]*goredis.Cmd, int64, error) {
-	for attempt := 0; ; attempt++ {
-		p, err := newPipe()
-		if err != nil {
-			return nil, 0, err
-		}
-		cmds := make([]*goredis.Cmd, len(sent))
-		for j, i := range sent {
-			r := rs[i]
-			cmds[j] = renewScript.EvalSha(ctx, p, []string{b.LeaseKey(r.Key)}, renewArgs(r)...)
-		}
-		var wait *goredis.Cmd
-		if b.cfg.replicas > 0 {
-			wait = p.Do(ctx, "WAIT", b.cfg.replicas, ttlMillis(b.cfg.confirmTimeout))
-		}
-		_, _ = p.Exec(ctx)
-
-		noScript, answered := false, false
-		var fault error
-		for _, c := range cmds {
-			err := c.Err()
-			var reply goredis.Error
-			switch {
-			case err == nil:
-				answered = true
-			case goredis.HasErrorPrefix(err, "NOSCRIPT"):
-				noScript, answered = true, true
-			case errors.As(err, &reply):
-				answered = true
-			case fault == nil:
-				fault = err
+// renewRound sends calls, and WAIT when confirmation is on, in one pipeline on
+// via (a second one when the server had to be given the script). It returns an
+// error when no renewal got an answer from Redis (a fault of the whole link)
+// or when WAIT failed; a fault met by only some renewals (one Cluster node
+// down) stays in their calls.
+func (b *Backend) renewRound(ctx context.Context, via pipeClient, calls []*scriptCall) error {
+	b.runPipeline(ctx, via, calls, b.cfg.replicas > 0)
+	answered := false
+	var fault, waitFault error
+	for _, c := range calls {
+		err := c.cmd.Err()
+		var reply goredis.Error
+		switch {
+		case err == nil || errors.As(err, &reply):
+			answered = true
+			if c.waitErr != nil && waitFault == nil {
+				waitFault = fmt.Errorf("WAIT: %w", c.waitErr)
 			}
+		case fault == nil:
+			fault = err
 		}
-		if !answered {
-			return nil, 0, fault // not an answer from Redis: nothing is confirmed
-		}
-		if noScript && attempt == 0 {
-			// A ClusterClient loads it on every master.
-			if err := renewScript.Load(ctx, loader).Err(); err != nil {
-				return nil, 0, err
-			}
-			continue
-		}
-		var acked int64
-		if wait != nil {
-			if acked, err = wait.Int64(); err != nil {
-				return nil, 0, fmt.Errorf("WAIT: %w", err)
-			}
-		}
-		return cmds, acked, nil
 	}
+	if !answered {
+		return fault // not an answer from Redis: nothing is confirmed
+	}
+	return waitFault
 }
 
 // renewPerMaster is RenewBatch on Cluster. The renewals are grouped by the
@@ -153,11 +109,12 @@ func (b *Backend) renewPipeline(ctx context.Context, newPipe func() (goredis.Pip
 // the client reload the slot map, so that the next batch finds the replica
 // that took over. (A ClusterClient's own pipeline waits for every node, and
 // retries a dead one for seconds, which would cost the live masters' leases.)
-func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient, rs []backend.RenewRequest, sent []int, results []backend.RenewResult) ([]backend.RenewResult, error) {
+func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient, rs []backend.RenewRequest,
+	calls []scriptCall, sent []int, results []backend.RenewResult) ([]backend.RenewResult, error) {
 	groups := map[*goredis.Client][]int{}
 	var order []*goredis.Client
 	for _, i := range sent {
-		node, err := cc.MasterForKey(ctx, b.LeaseKey(rs[i].Key))
+		node, err := cc.MasterForKey(ctx, calls[i].keys[0])
 		if err != nil {
 			results[i].Err = fmt.Errorf("redis: renew %q: %w", rs[i].Key, err)
 			continue
@@ -170,13 +127,9 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 	faults := make([]error, len(order))
 	var wg sync.WaitGroup
 	for g, node := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			idx := groups[node]
-			newPipe := func() (goredis.Pipeliner, error) { return node.Pipeline(), nil }
-			cmds, acked, err := b.renewPipeline(ctx, newPipe, node, rs, idx)
-			if err != nil {
+			if err := b.renewRound(ctx, node, pointers(calls, idx)); err != nil {
 				faults[g] = err
 				b.reloadAfter(ctx, err)
 				for _, i := range idx {
@@ -184,17 +137,23 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 				}
 				return
 			}
-			for j := range cmds {
-				b.reloadAfter(ctx, cmds[j].Err())
-			}
-			b.fillRenewals(results, rs, idx, cmds, acked)
-		}()
+			b.fillRenewals(ctx, results, rs, calls, idx)
+		})
 	}
 	wg.Wait()
 	if len(order) > 0 && len(order) == countErrs(faults) {
 		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), errors.Join(faults...))
 	}
 	return results, nil
+}
+
+// pointers returns the calls at idx.
+func pointers(calls []scriptCall, idx []int) []*scriptCall {
+	ps := make([]*scriptCall, len(idx))
+	for j, i := range idx {
+		ps[j] = &calls[i]
+	}
+	return ps
 }
 
 func countErrs(errs []error) int {

@@ -7,8 +7,11 @@ import (
 )
 
 // The scripts are the whole server side of the backend: one atomic step per
-// operation, each described in scripts/CONTRACT.md. Script.Run calls them by SHA and falls back to EVAL (which also
-// caches them) when the server does not know them yet, e.g. after a restart.
+// operation, each described in scripts/CONTRACT.md. A single call goes by SHA
+// with Script.Run, which falls back to EVAL (which also caches the script)
+// when the server does not know it yet, e.g. after a restart; a pipeline
+// (batches, confirmed calls) loads what the server did not know and sends
+// the calls it refused again (pipeline.go).
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc string

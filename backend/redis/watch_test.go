@@ -96,6 +96,27 @@ func (w *watcher) awaitDelivery(t *testing.T, release func(string), k string) {
 	t.Fatalf("release of %q never reported", k)
 }
 
+// waitFor makes a new attempt of owner wait for key: it is refused, and marks
+// the holding so that its release is announced.
+func waitFor(t *testing.T, b *Backend, key, owner string) {
+	t.Helper()
+	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: owner, Attempt: newAttempt(), TTL: time.Second, Wait: true})
+	if err != nil || g.Acquired {
+		t.Fatalf("Acquire(%q, %q) with Wait = %+v, %v; want refused", key, owner, g, err)
+	}
+}
+
+// releaseWaited grants key to alice through b, makes bob wait for it, and
+// releases it: a release that is announced.
+func releaseWaited(t *testing.T, b *Backend, key string) {
+	t.Helper()
+	g := mustAcquire(t, b, key, "alice", time.Minute)
+	waitFor(t, b, key, "bob")
+	if err := b.Release(ctxT(t), g.release()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (w *watcher) expectNone(t *testing.T) {
 	t.Helper()
 	select {
@@ -118,10 +139,7 @@ func TestWatchReportsReleasesFromOtherBackends(t *testing.T) {
 	ctx := ctxT(t)
 
 	for _, k := range []string{"job", "with space\nand {braces} *glob*", awkwardKeys[len(awkwardKeys)-1]} {
-		g := mustAcquire(t, other, k, "alice", time.Minute)
-		if err := other.Release(ctx, g.release()); err != nil {
-			t.Fatal(err)
-		}
+		releaseWaited(t, other, k)
 		w.awaitKey(t, k)
 	}
 
@@ -131,14 +149,8 @@ func TestWatchReportsReleasesFromOtherBackends(t *testing.T) {
 	if err := other.Release(ctx, backend.ReleaseRequest{Key: "job", Owner: "alice", Attempt: newAttempt()}); err != nil {
 		t.Fatal(err)
 	}
-	gs := mustAcquire(t, stranger, "job", "alice", time.Minute)
-	if err := stranger.Release(ctx, gs.release()); err != nil {
-		t.Fatal(err)
-	}
-	g := mustAcquire(t, other, "marker", "alice", time.Minute)
-	if err := other.Release(ctx, g.release()); err != nil {
-		t.Fatal(err)
-	}
+	releaseWaited(t, stranger, "job")
+	releaseWaited(t, other, "marker")
 	w.awaitKey(t, "marker")
 	w.expectNone(t)
 
@@ -182,15 +194,10 @@ func TestNotificationsOff(t *testing.T) {
 	}
 	w := startWatch(t, listener)
 	w.awaitSubscribed(t)
-	g := mustAcquire(t, b, "k", "alice", time.Minute)
-	if err := b.Release(ctxT(t), g.release()); err != nil {
-		t.Fatal(err)
-	}
+	// Somebody waits, yet nothing is announced.
+	releaseWaited(t, b, "k")
 	// Marker through the listener, which does publish.
-	g = mustAcquire(t, listener, "marker", "alice", time.Minute)
-	if err := listener.Release(ctxT(t), g.release()); err != nil {
-		t.Fatal(err)
-	}
+	releaseWaited(t, listener, "marker")
 	w.awaitKey(t, "marker")
 	w.expectNone(t)
 }
@@ -211,10 +218,7 @@ func TestWatchResubscribesAfterFaults(t *testing.T) {
 
 	release := func(k string) {
 		t.Helper()
-		g := mustAcquire(t, publisher, k, "alice", time.Minute)
-		if err := publisher.Release(ctxT(t), g.release()); err != nil {
-			t.Fatal(err)
-		}
+		releaseWaited(t, publisher, k)
 	}
 	w.awaitDelivery(t, release, "before")
 

@@ -1,7 +1,7 @@
 -- revoke: end the live holding of one name by force (an operator's act),
--- whoever holds it, and announce it like a release. KEYS, ARGV and replies:
--- CONTRACT.md.
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'token', 'meta')
+-- whoever holds it, and announce it like a release (when a refused attempt
+-- waits for it). KEYS, ARGV and replies: CONTRACT.md.
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token', 'meta', 'w')
 if not cur[1] then
 	return {0}
 end
@@ -10,9 +10,9 @@ if ARGV[1] ~= '0' and cur[2] ~= ARGV[1] then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('DEL', KEYS[1])
-if ARGV[2] ~= '' then
+if cur[4] and ARGV[2] ~= '' then
 	redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
 if pttl < 0 then

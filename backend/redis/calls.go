@@ -1,0 +1,163 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
+)
+
+// scriptCall is one run of a script for one name: what to send and, once
+// run, what came back. The single calls and the batches build and read it
+// the same way, so a request means the same thing, and its reply is parsed
+// by the same code, whichever way it travels.
+type scriptCall struct {
+	script *goredis.Script
+	// name is the lease name: calls on one name keep their order.
+	name string
+	keys []string
+	args []any
+	// confirm marks a write that replica confirmation (WAIT) must confirm:
+	// an acquire or a renewal, not a release.
+	confirm bool
+
+	// cmd is the outcome: a reply, a Redis error reply or a fault.
+	cmd *goredis.Cmd
+	// acked is what the WAIT after the call reported, and waitErr its fault,
+	// when one ran.
+	acked   int64
+	waitErr error
+}
+
+// result is the call's reply, or its error: the script's own, else the
+// fault of the WAIT that was to confirm it.
+func (c *scriptCall) result() (any, error) {
+	if err := c.cmd.Err(); err != nil {
+		return nil, err
+	}
+	if c.confirm && c.waitErr != nil {
+		return nil, fmt.Errorf("WAIT: %w", c.waitErr)
+	}
+	return c.cmd.Val(), nil
+}
+
+// fail records err as the call's outcome without sending it.
+func (c *scriptCall) fail(ctx context.Context, err error) {
+	c.cmd = goredis.NewCmd(ctx)
+	c.cmd.SetErr(err)
+}
+
+// The acquire script's wait flag, boxed once: a string put in an interface
+// at each call would be one more allocation per call.
+var (
+	argWait   any = "1"
+	argNoWait any = "0"
+)
+
+// acquireCall is the acquire script for r (scripts/CONTRACT.md).
+func (b *Backend) acquireCall(r backend.AcquireRequest) scriptCall {
+	lease, token := b.keysOf(r.Key)
+	wait := argNoWait
+	if r.Wait && b.cfg.notify {
+		wait = argWait
+	}
+	return scriptCall{
+		script: acquireScript, name: r.Key, confirm: true,
+		keys: []string{lease, token},
+		args: []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, b.graceArg, wait},
+	}
+}
+
+// renewCall is the renew script for r.
+func (b *Backend) renewCall(r backend.RenewRequest) scriptCall {
+	return scriptCall{
+		script: renewScript, name: r.Key, confirm: true,
+		keys: []string{b.LeaseKey(r.Key)},
+		args: []any{r.Owner, r.Attempt, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL)},
+	}
+}
+
+// releaseCall is the release script for r.
+func (b *Backend) releaseCall(r backend.ReleaseRequest) scriptCall {
+	token := "0"
+	if r.Token != 0 {
+		token = strconv.FormatUint(r.Token, 10)
+	}
+	return scriptCall{
+		script: releaseScript, name: r.Key,
+		keys: []string{b.LeaseKey(r.Key)},
+		args: []any{r.Owner, r.Attempt, token, b.channelArg, r.Key},
+	}
+}
+
+// acquireAnswer reads the outcome of an acquire call as Acquire answers it,
+// before any replica confirmation is checked.
+func (b *Backend) acquireAnswer(ctx context.Context, r backend.AcquireRequest, c *scriptCall) (backend.Grant, error) {
+	reply, err := c.result()
+	if err != nil {
+		b.reloadAfter(ctx, err)
+		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, err)
+	}
+	g, err := parseAcquire(reply)
+	if err != nil {
+		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, err)
+	}
+	return g, nil
+}
+
+// unconfirmedGrant reports whether g is a grant that too few replicas
+// acknowledged: it must be given back before anyone counts on it.
+func (b *Backend) unconfirmedGrant(g backend.Grant, c *scriptCall) bool {
+	return g.Acquired && b.cfg.replicas > 0 && c.acked < int64(b.cfg.replicas)
+}
+
+// unconfirmedAnswer is Acquire's answer for a grant too few replicas
+// acknowledged, once releasing it returned releaseErr: after a failover to one
+// of the others the name would be free again while this owner works, so it
+// does not count as acquired; if the release failed the grant may still
+// stand, and the answer is a fault, so that the engine cleans up as after any
+// ambiguous acquire.
+func (b *Backend) unconfirmedAnswer(r backend.AcquireRequest, acked int64, releaseErr error) (backend.Grant, error) {
+	if releaseErr != nil {
+		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w (%d of %d replicas) and releasing it failed: %w",
+			r.Key, ErrNotConfirmed, acked, b.cfg.replicas, releaseErr)
+	}
+	return backend.Grant{Acquired: false}, nil
+}
+
+// renewAnswer reads the outcome of a renew call as Renew answers it.
+func (b *Backend) renewAnswer(ctx context.Context, r backend.RenewRequest, c *scriptCall) (backend.Grant, error) {
+	reply, err := c.result()
+	if err != nil {
+		b.reloadAfter(ctx, err)
+		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, err)
+	}
+	g, holder, err := parseRenew(reply)
+	if err != nil {
+		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, err)
+	}
+	if !g.Acquired {
+		if holder == "" {
+			return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (the name is free)", r.Key, backend.ErrNotHeld)
+		}
+		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (held by %q)", r.Key, backend.ErrNotHeld, holder)
+	}
+	if b.cfg.replicas > 0 && c.acked < int64(b.cfg.replicas) {
+		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (%d of %d replicas)", r.Key, ErrNotConfirmed, c.acked, b.cfg.replicas)
+	}
+	g.Token = r.Token
+	return g, nil
+}
+
+// releaseAnswer reads the outcome of a release call as Release answers it:
+// releasing nothing is no error.
+func (b *Backend) releaseAnswer(ctx context.Context, r backend.ReleaseRequest, c *scriptCall) error {
+	if _, err := c.result(); err != nil {
+		b.reloadAfter(ctx, err)
+		return fmt.Errorf("redis: release %q: %w", r.Key, err)
+	}
+	return nil
+}
