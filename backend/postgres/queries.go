@@ -41,7 +41,10 @@ func buildQueries(n names) queries {
 		// attempt's live row keeps its token and the drawn value is simply
 		// skipped. When the WHERE rejects the update (a live row of another
 		// holding), the second branch reports that holding, with the time it
-		// has left measured on the same clock reading.
+		// has left measured on the same clock reading. A refused attempt
+		// that will wait ($7) marks that holding (marked: the row is the one
+		// the upsert locked and left alone), so that its release is
+		// announced; a new grant starts unmarked, a refresh keeps the mark.
 		acquire: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 granted AS (
     INSERT INTO %[1]s AS l (lease_name, owner_instance_id, attempt, fencing_token, acquired_at, renewed_at, expires_at, metadata)
@@ -53,10 +56,17 @@ granted AS (
         acquired_at   = CASE WHEN l.expires_at > excluded.renewed_at THEN l.acquired_at ELSE excluded.acquired_at END,
         renewed_at = excluded.renewed_at,
         expires_at = excluded.expires_at,
-        metadata   = excluded.metadata
+        metadata   = excluded.metadata,
+        waited     = CASE WHEN l.expires_at > excluded.renewed_at THEN l.waited ELSE false END
     WHERE l.expires_at <= excluded.renewed_at
        OR (l.attempt = excluded.attempt AND l.owner_instance_id = excluded.owner_instance_id)
     RETURNING l.fencing_token, l.expires_at
+),
+marked AS (
+    UPDATE %[1]s AS m SET waited = true
+    FROM clock c
+    WHERE $7::boolean AND m.lease_name = $1 AND NOT m.waited AND m.expires_at > c.now
+      AND NOT EXISTS (SELECT 1 FROM granted)
 )
 SELECT true, g.fencing_token, g.expires_at, ''::text, 0::bigint FROM granted g
 UNION ALL
@@ -85,13 +95,15 @@ RETURNING r.ord, l.expires_at`, n.table, syncCommit),
 
 		// The notification is sent at commit, so a waiter never wakes before
 		// the row is gone. Token 0 means whatever token this attempt's
-		// holding has: only that attempt's row can match.
+		// holding has: only that attempt's row can match. Only a holding
+		// that a waiting attempt marked is announced: nobody listens for the
+		// others, and a NOTIFY costs every listener a wake-up.
 		release: fmt.Sprintf(`WITH gone AS (
     DELETE FROM %s
     WHERE lease_name = $1 AND owner_instance_id = $2 AND attempt = $3 AND ($4::bigint = 0 OR fencing_token = $4::bigint)
-    RETURNING lease_name
+    RETURNING lease_name, waited
 )
-SELECT pg_notify($5, g.lease_name) FROM gone g`, n.table),
+SELECT pg_notify($5, g.lease_name) FROM gone g WHERE g.waited`, n.table),
 
 		// SKIP LOCKED: never wait on, or deadlock with, rows being granted.
 		// Sweeps keep the server's commit mode: a lost sweep only brings
@@ -117,13 +129,16 @@ LIMIT $5`, n.table, holdingColumns),
 
 		// Like release, after the lock statement of the same transaction,
 		// filtered by the token only: an operator's act, not a holder's.
+		// Announced, like a release, only when a waiter marked the holding
+		// (CASE: pg_notify is evaluated for marked rows only).
 		revoke: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 gone AS (
     DELETE FROM %[1]s l USING clock c
     WHERE l.lease_name = $1 AND l.expires_at > c.now AND ($2::bigint = 0 OR l.fencing_token = $2::bigint)
     RETURNING l.*
 )
-SELECT %[2]s FROM gone l, clock c WHERE pg_notify($3, l.lease_name) IS NOT NULL`, n.table, holdingColumns),
+SELECT %[2]s FROM gone l, clock c
+WHERE CASE WHEN l.waited THEN pg_notify($3, l.lease_name) IS NOT NULL ELSE true END`, n.table, holdingColumns),
 
 		seq: n.sequence,
 	}
