@@ -40,7 +40,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 // acquireOnce sends the whole transaction in one round trip (a pipeline).
 func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	batch := &pgx.Batch{}
-	b.queueAcquire(batch, r)
+	b.queueAcquire(batch, r, b.q.lock)
 	res := b.pool.SendBatch(ctx, batch)
 	g, err := readAcquire(res)
 	if cerr := res.Close(); err == nil {
@@ -53,12 +53,13 @@ func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (ba
 }
 
 // queueAcquire queues the acquire transaction: BEGIN, the per-name advisory
-// lock (which also sets synchronous commit for this transaction), the upsert
+// lock (lock: b.q.lock, which also sets synchronous commit for this
+// transaction, or, for Batch, b.q.lockDeferred), the upsert
 // (which marks the holding in the way when r.Wait), COMMIT. Acquire and Batch
 // both send it; readAcquire reads its answer.
-func (b *Backend) queueAcquire(batch *pgx.Batch, r backend.AcquireRequest) {
+func (b *Backend) queueAcquire(batch *pgx.Batch, r backend.AcquireRequest, lock string) {
 	batch.Queue("BEGIN")
-	batch.Queue(b.q.lock, b.lockKey(r.Key))
+	batch.Queue(lock, b.lockKey(r.Key))
 	batch.Queue(b.q.acquire, r.Key, r.Owner, r.Attempt, r.TTL.Microseconds(), r.Metadata, b.q.seq, r.Wait)
 	batch.Queue("COMMIT")
 }

@@ -17,25 +17,29 @@ var _ backend.Batcher = (*Backend)(nil)
 // pipeline on one pooled connection) and fills in each call's Grant and Err as
 // Acquire, Renew or Release would have answered it, with the same statements.
 //
-// Each call is its own transaction (BEGIN ... COMMIT, with synchronous commit
-// set inside it, as the single calls do): a batch is not a transaction, and
-// one call's failure never undoes another's. Calls run in slice order on one
-// connection, so calls on the same key keep their order. A call that breaks
-// the request limits gets an error wrapping backend.ErrInvalidRequest and is
-// not sent.
+// Each call is its own transaction (BEGIN ... COMMIT): a batch is not a
+// transaction, and one call's failure never undoes another's. Calls run in
+// slice order on one connection, so calls on the same key keep their order. A
+// call that breaks the request limits gets an error wrapping
+// backend.ErrInvalidRequest and is not sent.
+//
+// Only the last transaction of a round trip waits for the WAL flush
+// (synchronous commit, as the single calls do); the ones before it commit
+// without waiting, and the last one's flush, which covers every earlier commit
+// record of the WAL, makes them durable. So the round trip costs one flush, not
+// one per call, and no answer is given before it is durable: an answer counts
+// only once the round trip's last COMMIT succeeded.
 //
 // PostgreSQL skips the rest of a pipeline after an error (up to its single
-// Sync), and the calls before the failed one have committed by then. So when
-// the server refuses call i, calls before i keep their answers and the calls
-// after i, which never ran, are sent again. A transient fault (see WithRetry)
-// is retried with the single calls' backoff, the batch's tries counted
-// together; a retry re-sends only calls without an answer, the failed one
-// included (safe: an acquire retried with the same Attempt refreshes its own
-// holding, a release or renew repeated is harmless). When the faults outlast
-// the retries, a fault the server reported is that call's answer (the next
-// calls are sent again), and a failed round trip (the connection, the
-// context) is the answer of every call still without one: each may have been
-// applied.
+// Sync). A failed round trip is therefore sent again as a whole (a transient
+// fault, see WithRetry, with the single calls' backoff, the batch's tries
+// counted together): the calls whose answers were read are made again, which
+// is safe because every call is idempotent (an acquire retried with the same
+// Attempt refreshes its own holding, a release or renew repeated is harmless).
+// When the faults outlast the retries, a fault the server reported for one
+// call is that call's answer and the other calls are sent again; a failed
+// round trip (the connection, the context) is the answer of every call still
+// without one: each may have been applied.
 func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	pending := make([]int, 0, len(calls)) // indexes of the calls to send, in order
 	acquires := false
@@ -52,8 +56,7 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 		b.maybeSweep(ctx)
 	}
 	for tries := 1; len(pending) > 0; {
-		answered, err := b.batchOnce(ctx, calls, pending)
-		pending = pending[answered:]
+		failed, err := b.batchOnce(ctx, calls, pending)
 		if err == nil {
 			return
 		}
@@ -67,8 +70,8 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 			}
 			return
 		}
-		calls[pending[0]].Err = callError(&calls[pending[0]], err)
-		pending = pending[1:]
+		calls[pending[failed]].Err = callError(&calls[pending[failed]], err)
+		pending = append(pending[:failed:failed], pending[failed+1:]...)
 	}
 }
 
@@ -110,27 +113,31 @@ func callError(c *backend.Call, err error) error {
 	}
 }
 
-// batchOnce sends the calls named by pending as one pipeline and reads their
-// answers in order. It returns how many of them were answered (in
-// calls[pending[:answered]]: committed, or an answer that needs no write) and
-// the error that stopped it at pending[answered], whose fate, like that of
-// every later call, is unknown to this try.
-func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending []int) (answered int, err error) {
+// batchOnce sends the calls named by pending as one pipeline, the last one
+// committing synchronously, and reads their answers in order. A nil error
+// means every answer counts. Otherwise no answer counts (each is reset) and
+// failed is the index in pending of the call whose answer could not be read:
+// for a fault the server reported, the call it refused.
+func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending []int) (failed int, err error) {
 	batch := &pgx.Batch{}
-	for _, i := range pending {
+	for n, i := range pending {
 		c := &calls[i]
+		lock, renew := b.q.lockDeferred, b.q.renewDeferred
+		if n == len(pending)-1 {
+			lock, renew = b.q.lock, b.q.renew
+		}
 		switch c.Op {
 		case backend.OpAcquire:
-			b.queueAcquire(batch, c.Acquire)
+			b.queueAcquire(batch, c.Acquire, lock)
 		case backend.OpRenew:
 			// A transaction of its own, like the others: alone, the
 			// statement would join the implicit transaction that runs up to
 			// the next call's BEGIN, and commit or fail with it.
 			batch.Queue("BEGIN")
-			batch.Queue(b.q.renew, renewArgs(c.Renew)...)
+			batch.Queue(renew, renewArgs(c.Renew)...)
 			batch.Queue("COMMIT")
 		case backend.OpRelease:
-			b.queueRelease(batch, c.Release)
+			b.queueRelease(batch, c.Release, lock)
 		}
 	}
 	res := b.pool.SendBatch(ctx, batch)
@@ -154,11 +161,13 @@ func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending [
 			err = readRelease(res)
 		}
 		if err != nil {
-			c.Grant, c.Err = backend.Grant{}, nil
+			for _, i := range pending {
+				calls[i].Grant, calls[i].Err = backend.Grant{}, nil
+			}
 			return n, err
 		}
 	}
-	return len(pending), nil
+	return 0, nil
 }
 
 // readRenew reads a renewal queued by batchOnce: its answer (Grant and

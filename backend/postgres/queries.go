@@ -8,6 +8,11 @@ type queries struct {
 	lock    string
 	acquire string
 	renew   string
+	// lockDeferred and renewDeferred are lock and renew committing without
+	// waiting for the WAL flush, for the transactions of a Batch that a
+	// later synchronous commit of the same Batch makes durable.
+	lockDeferred  string
+	renewDeferred string
 	// renewBatch renews many holdings in one UPDATE joined to the requests
 	// (parallel arrays; $6 carries each request's index back).
 	renewBatch string
@@ -30,10 +35,26 @@ type queries struct {
 const syncCommit = `set_config('synchronous_commit',
     CASE current_setting('synchronous_commit') WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, true)`
 
+// deferredCommit makes the transaction it runs in commit without waiting
+// for the WAL flush. Batch uses it for every transaction but the last of a
+// round trip: the WAL is written in order, so the last one's synchronous
+// commit flushes (and, with remote_apply, waits for the standby to apply) the
+// earlier commit records too, and Batch answers none of them before that.
+const deferredCommit = `set_config('synchronous_commit', 'off', true)`
+
 func buildQueries(n names) queries {
+	q := buildQueriesWith(n, syncCommit)
+	d := buildQueriesWith(n, deferredCommit)
+	q.lockDeferred, q.renewDeferred = d.lock, d.renew
+	return q
+}
+
+// buildQueriesWith builds the statements with commitMode as the set_config
+// that chooses how their transaction commits.
+func buildQueriesWith(n names, commitMode string) queries {
 	return queries{
 		// The first statement of the acquire and release transactions.
-		lock: "SELECT pg_advisory_xact_lock($1), " + syncCommit,
+		lock: "SELECT pg_advisory_xact_lock($1), " + commitMode,
 
 		// The clock is read once, after the lock (this statement runs after
 		// the lock statement). nextval is drawn here too, after the lock, so
@@ -83,7 +104,7 @@ SET renewed_at = c.now, expires_at = c.now + $5::bigint * interval '1 microsecon
 FROM clock c
 WHERE l.lease_name = $1 AND l.owner_instance_id = $2 AND l.attempt = $3 AND l.fencing_token = $4
   AND l.expires_at > c.now AND c.sync <> ''
-RETURNING l.expires_at`, n.table, syncCommit),
+RETURNING l.expires_at`, n.table, commitMode),
 
 		renewBatch: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync)
 UPDATE %[1]s AS l
@@ -91,7 +112,7 @@ SET renewed_at = c.now, expires_at = c.now + r.ttl_us * interval '1 microsecond'
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::int[]) AS r(name, owner, attempt, token, ttl_us, ord), clock c
 WHERE l.lease_name = r.name AND l.owner_instance_id = r.owner AND l.attempt = r.attempt AND l.fencing_token = r.token
   AND l.expires_at > c.now AND c.sync <> ''
-RETURNING r.ord, l.expires_at`, n.table, syncCommit),
+RETURNING r.ord, l.expires_at`, n.table, commitMode),
 
 		// The notification is sent at commit, so a waiter never wakes before
 		// the row is gone. Token 0 means whatever token this attempt's

@@ -30,7 +30,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	}
 	err := b.retry(ctx, "release", func(ctx context.Context) error {
 		batch := &pgx.Batch{}
-		b.queueRelease(batch, r)
+		b.queueRelease(batch, r, b.q.lock)
 		res := b.pool.SendBatch(ctx, batch)
 		err := readRelease(res)
 		if cerr := res.Close(); err == nil {
@@ -45,11 +45,11 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 }
 
 // queueRelease queues the release transaction: BEGIN, the name's advisory
-// lock (and synchronous commit), the delete (which announces a marked
-// holding), COMMIT. Release and Batch both send it; readRelease reads it.
-func (b *Backend) queueRelease(batch *pgx.Batch, r backend.ReleaseRequest) {
+// lock (lock: b.q.lock with synchronous commit, or, for Batch,
+// b.q.lockDeferred), the delete (which announces a marked holding), COMMIT. Release and Batch both send it; readRelease reads it.
+func (b *Backend) queueRelease(batch *pgx.Batch, r backend.ReleaseRequest, lock string) {
 	batch.Queue("BEGIN")
-	batch.Queue(b.q.lock, b.lockKey(r.Key))
+	batch.Queue(lock, b.lockKey(r.Key))
 	batch.Queue(b.q.release, r.Key, r.Owner, r.Attempt, int64(r.Token), b.channel)
 	batch.Queue("COMMIT")
 }
