@@ -22,7 +22,9 @@
 // server's synchronous_commit (set per transaction, inside a statement that
 // is sent anyway): with asynchronous commit a crash could lose an
 // acknowledged grant and the sequence's advance, and the next grant would
-// repeat a token.
+// repeat a token. Batch gives the same guarantee with one flush per round
+// trip: only its last transaction waits for the flush, which covers the
+// earlier ones, and it answers nothing before that.
 //
 // Create the table with EnsureSchema at start-up, or run the DDL of
 // CreateScript out of band. PostgreSQL 12 or newer is required.
