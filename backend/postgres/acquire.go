@@ -37,17 +37,37 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	return g, nil
 }
 
-// acquireOnce sends the whole transaction in one round trip (a pipeline):
-// BEGIN, the per-name advisory lock (which also sets synchronous commit for
-// this transaction), the upsert, COMMIT.
+// acquireOnce sends the whole transaction in one round trip (a pipeline).
 func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
-	batch.Queue(b.q.lock, b.lockKey(r.Key))
-	batch.Queue(b.q.acquire, r.Key, r.Owner, r.Attempt, r.TTL.Microseconds(), r.Metadata, b.q.seq)
-	batch.Queue("COMMIT")
+	b.queueAcquire(batch, r, b.q.lock)
 	res := b.pool.SendBatch(ctx, batch)
+	g, err := readAcquire(res)
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	return g, nil
+}
 
+// queueAcquire queues the acquire transaction: BEGIN, the per-name advisory
+// lock (lock: b.q.lock, which also sets synchronous commit for this
+// transaction, or, for Batch, b.q.lockDeferred), the upsert
+// (which marks the holding in the way when r.Wait), COMMIT. Acquire and Batch
+// both send it; readAcquire reads its answer.
+func (b *Backend) queueAcquire(batch *pgx.Batch, r backend.AcquireRequest, lock string) {
+	batch.Queue("BEGIN")
+	batch.Queue(lock, b.lockKey(r.Key))
+	batch.Queue(b.q.acquire, r.Key, r.Owner, r.Attempt, r.TTL.Microseconds(), r.Metadata, b.q.seq, r.Wait)
+	batch.Queue("COMMIT")
+}
+
+// readAcquire reads the results of the transaction queueAcquire queued. An
+// error means the transaction may not have committed (the grant exists only
+// once COMMIT succeeded).
+func readAcquire(res pgx.BatchResults) (backend.Grant, error) {
 	var (
 		g         backend.Grant
 		found     bool
@@ -69,9 +89,6 @@ func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (ba
 	}
 	if err == nil {
 		_, err = res.Exec() // COMMIT: the grant exists only once this succeeds
-	}
-	if cerr := res.Close(); err == nil {
-		err = cerr
 	}
 	if err != nil {
 		return backend.Grant{}, err

@@ -22,19 +22,28 @@
 // server's synchronous_commit (set per transaction, inside a statement that
 // is sent anyway): with asynchronous commit a crash could lose an
 // acknowledged grant and the sequence's advance, and the next grant would
-// repeat a token.
+// repeat a token. Batch gives the same guarantee with one flush per round
+// trip: only its last transaction waits for the flush, which covers the
+// earlier ones, and it answers nothing before that.
 //
 // Create the table with EnsureSchema at start-up, or run the DDL of
 // CreateScript out of band. PostgreSQL 12 or newer is required.
 //
 // # Upgrading from the version without attempts
 //
-// EnsureSchema (or CreateScript's two ALTER TABLE statements) adds the
-// attempt column to a table of the previous version. Rows already there get
+// EnsureSchema (or CreateScript's ALTER TABLE statements) adds the attempt
+// column (and the waited column, see below) to a table of the previous version. Rows already there get
 // an empty attempt, which no request can name: they are never refreshed,
 // renewed or released by this version, and end by their expiry. After the upgrade,
 // acquires of a process still running the previous version fail (attempt is
 // NOT NULL) while its existing leases can still be renewed and released. Do
 // not run both versions on one table: stop the old processes first (an old
 // release with token 0 could still delete a holding of the same owner name).
+//
+// # Announced releases
+//
+// A release (or revoke) is announced on Channel only when an acquire attempt
+// that will wait (AcquireRequest.Wait) was refused by that holding: it marks
+// the row (column waited). Releases nobody waits for cost no NOTIFY. A table
+// made by a version without the column gets it from EnsureSchema.
 package postgres

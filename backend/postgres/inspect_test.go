@@ -127,6 +127,7 @@ func TestInspectAndRevoke(t *testing.T) {
 	if _, removed, err := b.Revoke(ctx, "k", g.Token+1); err != nil || removed {
 		t.Fatalf("Revoke with another token: removed %v, %v", removed, err)
 	}
+	markWaited(t, b, "k")
 	rv, removed, err := b.Revoke(ctx, "k", g.Token)
 	if err != nil || !removed || rv.Owner != "a" || rv.Token != g.Token || rv.Metadata != "md" {
 		t.Fatalf("Revoke = %+v, %v, %v", rv, removed, err)

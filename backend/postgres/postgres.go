@@ -13,7 +13,7 @@ import (
 )
 
 // Backend is the PostgreSQL lease store. It is safe for concurrent use. It
-// implements backend.Backend, backend.ReleaseWatcher, backend.BatchRenewer,
+// implements backend.Backend, backend.ReleaseWatcher, backend.BatchRenewer, backend.Batcher,
 // backend.Inspector, backend.Lister and backend.Revoker.
 type Backend struct {
 	pool       *pgxpool.Pool

@@ -30,14 +30,37 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	}
 	err := b.retry(ctx, "release", func(ctx context.Context) error {
 		batch := &pgx.Batch{}
-		batch.Queue("BEGIN")
-		batch.Queue(b.q.lock, b.lockKey(r.Key))
-		batch.Queue(b.q.release, r.Key, r.Owner, r.Attempt, int64(r.Token), b.channel)
-		batch.Queue("COMMIT")
-		return b.pool.SendBatch(ctx, batch).Close()
+		b.queueRelease(batch, r, b.q.lock)
+		res := b.pool.SendBatch(ctx, batch)
+		err := readRelease(res)
+		if cerr := res.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: release %q: %w", r.Key, err)
+	}
+	return nil
+}
+
+// queueRelease queues the release transaction: BEGIN, the name's advisory
+// lock (lock: b.q.lock with synchronous commit, or, for Batch,
+// b.q.lockDeferred), the delete (which announces a marked holding), COMMIT. Release and Batch both send it; readRelease reads it.
+func (b *Backend) queueRelease(batch *pgx.Batch, r backend.ReleaseRequest, lock string) {
+	batch.Queue("BEGIN")
+	batch.Queue(lock, b.lockKey(r.Key))
+	batch.Queue(b.q.release, r.Key, r.Owner, r.Attempt, int64(r.Token), b.channel)
+	batch.Queue("COMMIT")
+}
+
+// readRelease reads the results of the transaction queueRelease queued; nil
+// once its COMMIT succeeded.
+func readRelease(res pgx.BatchResults) error {
+	for range 4 {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -106,6 +106,7 @@ func TestServerRestartWhileHeld(t *testing.T) {
 		lostAt.Format(time.StampMilli), time.Since(lostAt).Round(time.Millisecond), lb.Token(), before)
 
 	await(t, listening, "LISTEN after the restart")
+	markWaited(t, b, "job")
 	if err := lb.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

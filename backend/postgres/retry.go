@@ -18,24 +18,34 @@ import (
 func (b *Backend) retry(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || ctx.Err() != nil || !transient(err) || attempt >= b.attempts {
+		if err == nil || !b.again(ctx, op, attempt, err) {
 			return err
 		}
-		wait := b.backoff(attempt)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			// Sleeping would only end in the context's error; the fault is
-			// more useful to the caller.
-			return err
-		}
-		b.log.DebugContext(ctx, "leasehold postgres: retrying after transient error",
-			"op", op, "attempt", attempt, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
+	}
+}
+
+// again reports whether an operation whose attempt-th try failed with err is
+// to be tried again, after waiting out the backoff: only transient faults,
+// while attempts and the context's time remain.
+func (b *Backend) again(ctx context.Context, op string, attempt int, err error) bool {
+	if ctx.Err() != nil || !transient(err) || attempt >= b.attempts {
+		return false
+	}
+	wait := b.backoff(attempt)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		// Sleeping would only end in the context's error; the fault is
+		// more useful to the caller.
+		return false
+	}
+	b.log.DebugContext(ctx, "leasehold postgres: retrying after transient error",
+		"op", op, "attempt", attempt, "wait", wait, "err", err)
+	t := time.NewTimer(wait)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -86,9 +86,15 @@ func newNames(schema, table string) names {
 // by this version and simply expire), then the default is dropped, so that an INSERT without an
 // attempt (a process of the previous version) fails on NOT NULL instead of
 // making a holding that this version could not tell apart.
+//
+// waited marks a holding that a refused attempt is waiting for: only its
+// release is announced (NOTIFY). The upgrade adds it with default false, which
+// it keeps (an INSERT that leaves it out makes an unmarked holding). A waiter
+// of a version without the column marks nothing, so it wakes at the holder's
+// expiry rather than at its release by a process of this version.
 type ddl struct {
 	create  []string // schema, sequence, table: CREATE ... IF NOT EXISTS
-	upgrade []string // adds attempt to a table of the previous version
+	upgrade []string // adds attempt and waited to a table of an earlier version
 	index   string
 }
 
@@ -106,12 +112,14 @@ func newDDL(schema, table string) ddl {
     acquired_at       timestamptz NOT NULL,
     renewed_at        timestamptz NOT NULL,
     expires_at        timestamptz NOT NULL,
-    metadata          text NOT NULL DEFAULT '' CHECK (octet_length(metadata) <= 4000)
+    metadata          text NOT NULL DEFAULT '' CHECK (octet_length(metadata) <= 4000),
+    waited            boolean NOT NULL DEFAULT false
 )`,
 		},
 		upgrade: []string{
 			"ALTER TABLE " + n.table + ` ADD COLUMN IF NOT EXISTS attempt text COLLATE "C" NOT NULL DEFAULT '' CHECK (octet_length(attempt) <= 64)`,
 			"ALTER TABLE " + n.table + " ALTER COLUMN attempt DROP DEFAULT",
+			"ALTER TABLE " + n.table + " ADD COLUMN IF NOT EXISTS waited boolean NOT NULL DEFAULT false",
 		},
 		index: "CREATE INDEX IF NOT EXISTS " + n.index + " ON " + n.table + " (expires_at)",
 	}
@@ -147,7 +155,7 @@ var ErrSchemaConflict = errors.New("postgres: schema object in the way")
 
 // EnsureSchema creates the schema, token sequence, table and index when they
 // do not exist, upgrades a table made by the previous version of this package
-// (adds the attempt column), and leaves them alone otherwise. It checks that
+// (adds the attempt and waited columns), and leaves them alone otherwise. It checks that
 // objects already there under these names are a usable sequence, table and
 // index (errors wrap ErrSchemaConflict). It is safe to call on every start and
 // from several processes at once: the DDL runs in one transaction under an
@@ -259,7 +267,8 @@ var leaseColumns = []string{"lease_name", "owner_instance_id", "fencing_token", 
 
 // checkTable verifies that the table is a lease table and reports whether it
 // needs the upgrade: no attempt column yet, or one still carrying the default
-// the upgrade gives it (an upgrade run half way, by hand).
+// the upgrade gives it (an upgrade run half way, by hand), or no waited
+// column.
 func checkTable(ctx context.Context, tx pgx.Tx, schema, name, quoted string) (upgrade bool, err error) {
 	oid, kind, found, err := relation(ctx, tx, schema, name)
 	switch {
@@ -292,7 +301,8 @@ func checkTable(ctx context.Context, tx pgx.Tx, schema, name, quoted string) (up
 		}
 	}
 	hasDefault, ok := cols["attempt"]
-	return !ok || hasDefault, nil
+	_, waited := cols["waited"]
+	return !ok || hasDefault || !waited, nil
 }
 
 // checkIndex verifies that the expiry index's name belongs to an index on the

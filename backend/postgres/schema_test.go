@@ -92,6 +92,8 @@ func TestCreateScriptDefault(t *testing.T) {
 		`attempt           text COLLATE "C" NOT NULL CHECK (octet_length(attempt) <= 64)`,
 		`ALTER TABLE "lease"."leases" ADD COLUMN IF NOT EXISTS attempt text COLLATE "C" NOT NULL DEFAULT '' CHECK (octet_length(attempt) <= 64)`,
 		`ALTER TABLE "lease"."leases" ALTER COLUMN attempt DROP DEFAULT`,
+		`waited            boolean NOT NULL DEFAULT false`,
+		`ALTER TABLE "lease"."leases" ADD COLUMN IF NOT EXISTS waited boolean NOT NULL DEFAULT false`,
 		`CREATE INDEX IF NOT EXISTS "leases_expires_at_idx" ON "lease"."leases" (expires_at)`,
 	} {
 		if !strings.Contains(s, want) {
@@ -226,6 +228,7 @@ func TestLogsCarryNoPassword(t *testing.T) {
 	}
 	g := mustAcquire(t, b, "k2", "a", live) // on b's dead connection first: retried
 	await(t, listening, "LISTEN after terminate")
+	markWaited(t, b, "k2")
 	if err := b.Release(ctxT(t), g.releaseReq()); err != nil {
 		t.Fatal(err)
 	}

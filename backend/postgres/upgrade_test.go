@@ -222,3 +222,33 @@ func TestEnsureSchemaRefusesObjectsOfTheWrongKind(t *testing.T) {
 		})
 	}
 }
+
+// A table of the version with attempts but without the waited mark gets the
+// column from EnsureSchema; its live rows read unmarked, and a waiter's mark
+// then makes their release announced.
+func TestEnsureSchemaAddsWaited(t *testing.T) {
+	e := newEnv(t)
+	n := newNames(e.schema, e.table)
+	b := e.backend(t)
+	h := mustAcquire(t, b, "k", "a", live)
+	if _, err := e.admin.Exec(ctxT(t), "ALTER TABLE "+n.table+" DROP COLUMN waited"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the upgrade, then a call that finds nothing to do
+		if err := EnsureSchema(ctxT(t), e.admin, e.schema, e.table); err != nil {
+			t.Fatalf("EnsureSchema on a table without waited: %v", err)
+		}
+	}
+	var waited bool
+	if err := e.admin.QueryRow(ctxT(t), "SELECT waited FROM "+n.table+" WHERE lease_name = 'k'").Scan(&waited); err != nil || waited {
+		t.Fatalf("waited after the upgrade = %v, %v; want false", waited, err)
+	}
+	next := listener(t, b)
+	markWaited(t, b, "k")
+	if err := b.Release(ctxT(t), h.releaseReq()); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != "k" {
+		t.Fatalf("notification for %q, want k", got)
+	}
+}

@@ -44,6 +44,16 @@ func watching(t *testing.T, b *Backend) (keys <-chan string, listening <-chan st
 	return k, l, stop
 }
 
+// markWaited makes a waiting attempt that the live holding of key refuses,
+// which marks it: only the release of a marked holding is announced.
+func markWaited(t testing.TB, b *Backend, key string) {
+	t.Helper()
+	g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: key, Owner: "waiter", Attempt: newAttempt(), TTL: live, Wait: true})
+	if err != nil || g.Acquired {
+		t.Fatalf("waiting Acquire(%q) = %+v, %v; want a refusal", key, g, err)
+	}
+}
+
 func await[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
@@ -76,9 +86,11 @@ func TestWatchReleasesDeliversEveryRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		markWaited(t, other, k)
 		if err := other.Release(ctx, og.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
+		markWaited(t, b, k)
 		if err := b.Release(ctx, g.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
@@ -90,6 +102,7 @@ func TestWatchReleasesDeliversEveryRelease(t *testing.T) {
 	short := mustAcquire(t, b, "short", "a", 20*time.Millisecond)
 	waitPast(short.ExpiresAt)
 	s2 := mustAcquire(t, b, "short", "b", live)
+	markWaited(t, b, "short")
 	if err := b.Release(ctx, s2.releaseReq()); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +130,7 @@ func TestWatchReconnectsAfterTerminate(t *testing.T) {
 		}
 		await(t, listening, "LISTEN after terminate")
 		g := mustAcquire(t, b, "k", "a", live)
+		markWaited(t, b, "k")
 		if err := b.Release(ctx, g.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
