@@ -186,5 +186,11 @@ func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
 		a.scratch = messages.BackendCall{}
 		return
 	}
+	a.send(ctx, m)
+}
+
+// send hands m to the backend actor. (A function of its own, so that only
+// this path moves the call to the heap.)
+func (a *leaseActor) send(ctx actor.Context, m messages.BackendCall) {
 	ctx.Send(a.e.backend, &m)
 }

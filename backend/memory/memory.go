@@ -21,7 +21,11 @@ type Backend struct {
 	acquires int
 	watchers map[int]func(string)
 	nextW    int
+	peak     int // most leases held at once since the map was made
 }
+
+// shrinkAbove is the peak above which an emptied lease map is made afresh.
+const shrinkAbove = 1024
 
 type entry struct {
 	owner    string
@@ -74,6 +78,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		b.lastTok++
 		e = &entry{owner: r.Owner, attempt: r.Attempt, token: b.lastTok, expires: now.Add(r.TTL), metadata: r.Metadata}
 		b.leases[r.Key] = e
+		b.peak = max(b.peak, len(b.leases))
 	}
 	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
 }
@@ -193,8 +198,11 @@ func (b *Backend) sweepLocked(now time.Time) {
 
 func (b *Backend) deleteLocked(key string) {
 	delete(b.leases, key)
-	if len(b.leases) == 0 {
-		b.leases = map[string]*entry{} // Go maps never shrink: start afresh when empty
+	if len(b.leases) == 0 && b.peak > shrinkAbove {
+		// Go maps never shrink: start afresh once a big map is empty (a
+		// small one is kept, or a lone acquire/release loop would make a
+		// new map every cycle).
+		b.leases, b.peak = map[string]*entry{}, 0
 	}
 }
 
