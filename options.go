@@ -99,11 +99,11 @@ func (c *managerConfig) fail(err error) {
 	}
 }
 
-// WaitForever, given to WithWait, waits until the context ends. It is the
+// WaitForever (-1), given to WithWait, waits until the context ends. It is the
 // protocol's own value (messages.WaitForever), handed to the lease actor as is.
 const WaitForever = messages.WaitForever
 
-// MaxTTL is the longest TTL a lease may have: the limit every backend
+// MaxTTL (365 days) is the longest TTL a lease may have: the limit every backend
 // accepts (backend.MaxTTL).
 const MaxTTL = backend.MaxTTL
 
