@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // LostReason says why a lease was lost.
@@ -13,10 +13,10 @@ type LostReason int
 const (
 	// ReasonExpired: no renewal was confirmed before the local deadline
 	// (backend unreachable, slow, or auto-renewal off).
-	ReasonExpired LostReason = messages.ReasonExpired
+	ReasonExpired LostReason = lease.ReasonExpired
 	// ReasonRejected: the backend said another owner holds the lease or it
 	// expired there.
-	ReasonRejected LostReason = messages.ReasonRejected
+	ReasonRejected LostReason = lease.ReasonRejected
 )
 
 func (r LostReason) String() string {
@@ -53,18 +53,18 @@ type LeaseInfo struct {
 type Subscription struct {
 	events      chan LostEvent
 	dropped     atomic.Uint64
-	sink        *messages.Sink
+	sink        *lease.Sink
 	unsubscribe func()
 }
 
 func newSubscription(buffer int) *Subscription {
 	s := &Subscription{events: make(chan LostEvent, buffer)}
-	s.sink = messages.NewSink(s.deliver, func() { close(s.events) })
+	s.sink = lease.NewSink(s.deliver, func() { close(s.events) })
 	return s
 }
 
 // deliver runs on the event hub; it never blocks.
-func (s *Subscription) deliver(e messages.Lost) {
+func (s *Subscription) deliver(e lease.Lost) {
 	select {
 	case s.events <- LostEvent{Name: e.Name, Owner: e.Owner, Token: e.Token, Reason: LostReason(e.Reason), At: e.At, Err: e.Err}:
 	default:

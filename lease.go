@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -16,14 +17,14 @@ import (
 // are safe for concurrent use.
 type Lease struct {
 	m *Manager
-	h *messages.Holding
+	h *lease.Holding
 }
 
 // LeaseFrom returns the lease whose Context ctx is or derives from: inside
 // Do's function, the lease Do acquired, so that its fencing token is one call
 // away. ok is false for any other context.
 func LeaseFrom(ctx context.Context) (*Lease, bool) {
-	h, ok := messages.HoldingFrom(ctx)
+	h, ok := lease.HoldingFrom(ctx)
 	if !ok {
 		return nil, false
 	}
@@ -137,7 +138,7 @@ func (l *Lease) endedErr() error {
 }
 
 // closedErr matches both ErrClosed and how the handle ended.
-func closedErr(h *messages.Holding) error {
+func closedErr(h *lease.Holding) error {
 	if err := h.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/actors"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 	"go.opentelemetry.io/otel"
 )
@@ -194,7 +195,7 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 // acquireCall is an Acquire command with its ticket.
 type acquireCall struct {
 	msg    messages.Acquire
-	ticket messages.Ticket
+	ticket lease.Ticket
 }
 
 // acquireReplies recycles the reply channels of Acquire: a channel goes back

@@ -2,33 +2,16 @@ package leasehold
 
 import (
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/backend"
 )
 
-// nameProblem says what makes a lease name, or the key it normalizes to,
-// unusable ("" when nothing does). Only keys have a length limit: a normalizer
-// may shorten a long name.
-func nameProblem(s string, key bool) string {
-	switch {
-	case strings.TrimSpace(s) == "":
-		return "is empty or blank"
-	case !utf8.ValidString(s):
-		return "is not valid UTF-8"
-	case strings.IndexByte(s, 0) >= 0:
-		return "contains a NUL byte"
-	case key && utf8.RuneCountInString(s) > backend.MaxKeyRunes:
-		return fmt.Sprintf("is longer than %d runes", backend.MaxKeyRunes)
-	}
-	return ""
-}
-
 // keyOf turns a lease name into its backend key, rejecting what no backend
-// could store.
+// could store. The rules and their wording are the backends' own
+// (backend.TextProblem); only the error matched is ErrInvalidName. Only keys
+// have a length limit: a normalizer may shorten a long name.
 func (m *Manager) keyOf(name string) (string, error) {
-	if p := nameProblem(name, false); p != "" {
+	if p := backend.TextProblem(name, false); p != "" {
 		return "", fmt.Errorf("%w: %.60q %s", ErrInvalidName, name, p)
 	}
 	key := m.prefix + name
@@ -39,7 +22,7 @@ func (m *Manager) keyOf(name string) (string, error) {
 		}
 		key = k
 	}
-	if p := nameProblem(key, true); p != "" {
+	if p := backend.TextProblem(key, true); p != "" {
 		if key == name {
 			return "", fmt.Errorf("%w: %.60q %s", ErrInvalidName, name, p)
 		}

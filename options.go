@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/messages"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -98,11 +99,13 @@ func (c *managerConfig) fail(err error) {
 	}
 }
 
-// WaitForever, given to WithWait, waits until the context ends.
-const WaitForever time.Duration = -1
+// WaitForever (-1), given to WithWait, waits until the context ends. It is the
+// protocol's own value (messages.WaitForever), handed to the lease actor as is.
+const WaitForever = messages.WaitForever
 
-// MaxTTL is the longest TTL a lease may have.
-const MaxTTL = 365 * 24 * time.Hour
+// MaxTTL (365 days) is the longest TTL a lease may have: the limit every backend
+// accepts (backend.MaxTTL).
+const MaxTTL = backend.MaxTTL
 
 // DefaultTTL is the TTL of a lease acquired without WithTTL.
 const DefaultTTL = 30 * time.Second
@@ -142,8 +145,8 @@ func WithWait(d time.Duration) AcquireOption {
 // backend's clock. Default 30s; it must be within [1ms, MaxTTL].
 func WithTTL(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) {
-		if d < time.Millisecond || d > MaxTTL {
-			c.fail(fmt.Errorf("%w: WithTTL(%v): must be within [1ms, %v]", ErrInvalidOption, d, MaxTTL))
+		if d < backend.MinTTL || d > MaxTTL {
+			c.fail(fmt.Errorf("%w: WithTTL(%v): must be within [%v, %v]", ErrInvalidOption, d, backend.MinTTL, MaxTTL))
 		}
 		c.ttl = d
 	}

@@ -2,16 +2,17 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
 // hub fans loss events out to subscribers. Delivery never blocks: a full
 // subscriber buffer drops the event and the subscription counts it.
 type hub struct {
-	sinks map[*messages.Sink]struct{}
+	sinks map[*lease.Sink]struct{}
 }
 
-func newHub() actor.Actor { return &hub{sinks: map[*messages.Sink]struct{}{}} }
+func newHub() actor.Actor { return &hub{sinks: map[*lease.Sink]struct{}{}} }
 
 func (h *hub) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {

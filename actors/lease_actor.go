@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -96,7 +97,7 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	// after a pause of the process, a Release or Renew may be handled before
 	// the deadline timer's tick.
 	if c := a.cur; c != nil && !time.Now().Before(c.deadline) {
-		a.lose(ctx, messages.ReasonExpired, messages.ErrDeadlinePassed)
+		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 	}
 	switch m := msg.(type) {
 	case *actor.Started:

@@ -7,12 +7,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
 // holding is the key held by this Manager now (states held and renewing).
 type holding struct {
-	h          *messages.Holding
+	h          *lease.Holding
 	ttl        time.Duration
 	renewEvery time.Duration
 	auto       bool
@@ -29,7 +30,7 @@ type holding struct {
 
 // hold turns a claimed grant into the current holding and hands it over.
 func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant) {
-	h := messages.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
+	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acq.sent, m.TTL)}
 	a.state = held
@@ -93,7 +94,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		a.armHold()
 		sendAll(replies, nil)
 	case errors.Is(r.Err, backend.ErrNotHeld):
-		err := a.lose(ctx, messages.ReasonRejected, r.Err)
+		err := a.lose(ctx, lease.ReasonRejected, r.Err)
 		sendAll(replies, err)
 		return
 	default:
@@ -124,7 +125,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
 	c, now := a.cur, time.Now()
 	if !now.Before(c.deadline) {
-		a.lose(ctx, messages.ReasonExpired, messages.ErrDeadlinePassed)
+		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 		return
 	}
 	if !c.nextRenew.IsZero() && !now.Before(c.nextRenew) {
@@ -165,7 +166,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 	}
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
 	a.cfg.Metrics.lost(reason)
-	ctx.Send(a.e.hub, &messages.Publish{Event: messages.Lost{
+	ctx.Send(a.e.hub, &messages.Publish{Event: lease.Lost{
 		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
 	}})
 	return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -38,7 +39,7 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 	}
 }
 
-func closedReleased(h *messages.Holding) error {
+func closedReleased(h *lease.Holding) error {
 	return fmt.Errorf("%w: lease %q (token %d) by Manager.Close", messages.ErrReleased, h.Name, h.Token)
 }
 

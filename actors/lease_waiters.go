@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -219,7 +220,7 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 }
 
 // dropWaiter removes a waiter whose caller gave up.
-func (a *leaseActor) dropWaiter(t *messages.Ticket, err error) {
+func (a *leaseActor) dropWaiter(t *lease.Ticket, err error) {
 	i := a.indexOf(t)
 	if i < 0 || (i == 0 && a.state == acquiring) {
 		return // its attempt in flight will find the ticket abandoned
@@ -241,7 +242,7 @@ func (a *leaseActor) wake() {
 	}
 }
 
-func (a *leaseActor) indexOf(t *messages.Ticket) int {
+func (a *leaseActor) indexOf(t *lease.Ticket) int {
 	for i, w := range a.waiters {
 		if w.m.Ticket == t {
 			return i

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -92,8 +93,8 @@ func (e *Engine) Send(key string, msg any, spawn bool) bool {
 func (e *Engine) notice(key string) { e.Send(key, &messages.ReleaseNotice{Key: key}, false) }
 
 // Subscribe and Unsubscribe add and remove a subscriber of loss events.
-func (e *Engine) Subscribe(s *messages.Sink)   { e.root.Send(e.hub, &messages.Subscribe{Sink: s}) }
-func (e *Engine) Unsubscribe(s *messages.Sink) { e.root.Send(e.hub, &messages.Unsubscribe{Sink: s}) }
+func (e *Engine) Subscribe(s *lease.Sink)   { e.root.Send(e.hub, &messages.Subscribe{Sink: s}) }
+func (e *Engine) Unsubscribe(s *lease.Sink) { e.root.Send(e.hub, &messages.Unsubscribe{Sink: s}) }
 
 // Shutdown starts the end of the Manager's work (see messages.Shutdown).
 func (e *Engine) Shutdown(m *messages.Shutdown) { e.root.Send(e.registry, m) }
@@ -102,7 +103,7 @@ func (e *Engine) Shutdown(m *messages.Shutdown) { e.root.Send(e.registry, m) }
 func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
 
 // Holdings lists the holdings of this Manager now, in no particular order.
-func (e *Engine) Holdings() []*messages.Holding { return e.router.holdings() }
+func (e *Engine) Holdings() []*lease.Holding { return e.router.holdings() }
 
 // Stop stops every actor (after a Shutdown, there is nothing left to
 // release) and waits for them and their goroutines. The waiting is done here,

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // router finds the lease actor of a key for every command, without a shared
@@ -57,7 +57,7 @@ type entry struct {
 	idleAt atomic.Uint64
 	// holding is the actor's current holding, for Manager.Held and
 	// Manager.HealthCheck to read without asking every actor.
-	holding atomic.Pointer[messages.Holding]
+	holding atomic.Pointer[lease.Holding]
 }
 
 func newRouter(spawn func(*entry) *actor.PID) *router {
@@ -150,8 +150,8 @@ func (r *router) all(count bool) []*actor.PID {
 }
 
 // holdings lists the current holdings, in no particular order.
-func (r *router) holdings() []*messages.Holding {
-	var out []*messages.Holding
+func (r *router) holdings() []*lease.Holding {
+	var out []*lease.Holding
 	for i := range r.shards {
 		s := &r.shards[i]
 		s.mu.Lock()

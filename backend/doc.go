@@ -16,5 +16,6 @@
 // round trip of lease traffic, batches included, goes through the
 // middleware.
 //
-// Every backend must pass the conformance suite in package backendtest.
+// Every backend must pass the conformance suites: package backendtest (this
+// contract) and package leaseholdtest (the Manager's semantics on it).
 package backend

@@ -44,17 +44,30 @@ func CheckAttempt(s string) error {
 // CheckText reports why s is not a valid key or owner: empty or blank, a NUL
 // byte, invalid UTF-8, or longer than MaxKeyRunes.
 func CheckText(what, s string) error {
-	switch {
-	case strings.TrimSpace(s) == "":
-		return fmt.Errorf("%w: %s is empty or blank", ErrInvalidRequest, what)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidRequest, what)
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidRequest, what)
-	case utf8.RuneCountInString(s) > MaxKeyRunes:
-		return fmt.Errorf("%w: %s is longer than %d runes", ErrInvalidRequest, what, MaxKeyRunes)
+	if p := TextProblem(s, true); p != "" {
+		return fmt.Errorf("%w: %s %s", ErrInvalidRequest, what, p)
 	}
 	return nil
+}
+
+// TextProblem says what makes s unusable as a key or owner, as a phrase
+// ("is empty or blank"), or "" when nothing does. It is CheckText's rule and
+// wording, shared with package leasehold, which rejects a lease name with
+// its own ErrInvalidName in the same words. withLength false leaves out the
+// MaxKeyRunes limit: a lease name may be longer when a key normalizer
+// shortens it.
+func TextProblem(s string, withLength bool) string {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "is empty or blank"
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL byte"
+	case withLength && utf8.RuneCountInString(s) > MaxKeyRunes:
+		return fmt.Sprintf("is longer than %d runes", MaxKeyRunes)
+	}
+	return ""
 }
 
 // CheckTTL reports why ttl is outside [MinTTL, MaxTTL].

@@ -54,3 +54,22 @@ func TestValidate(t *testing.T) {
 		t.Errorf("release without an attempt: %v", err)
 	}
 }
+
+// TextProblem is CheckText's rule and wording; without the length limit it
+// accepts a long name (one a key normalizer may shorten) and nothing else.
+func TestTextProblem(t *testing.T) {
+	long := strings.Repeat("é", backend.MaxKeyRunes+1)
+	for _, s := range []string{"", " \t", "a\x00", "\xc3", long} {
+		p := backend.TextProblem(s, true)
+		err := backend.CheckText("key", s)
+		if p == "" || err == nil || !strings.HasSuffix(err.Error(), "key "+p) {
+			t.Errorf("%q: TextProblem %q, CheckText %v: want the same words", s, p, err)
+		}
+		if got := backend.TextProblem(s, false); (got == "") != (s == long) {
+			t.Errorf("%q: TextProblem without length = %q", s, got)
+		}
+	}
+	if p := backend.TextProblem("job", true); p != "" {
+		t.Errorf("TextProblem(job) = %q", p)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
 // recorder is a middleware that records the ops of every round trip.
@@ -173,12 +174,14 @@ func TestWrapNotify(t *testing.T) {
 // The wrapped memory backend, with a middleware that passes everything on,
 // still passes the conformance suite.
 func TestWrapConformance(t *testing.T) {
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
+	newBackend := func(t *testing.T) backend.Backend {
 		return backend.Wrap(memory.New(), backend.Middleware{
 			Call: func(ctx context.Context, calls []backend.Call, next func(context.Context, []backend.Call)) {
 				next(ctx, calls)
 			},
 			Notify: func(key string, next func(string)) { next(key) },
 		})
-	})
+	}
+	backendtest.Run(t, newBackend)
+	leaseholdtest.Run(t, newBackend)
 }

@@ -2,8 +2,9 @@ package messages
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // WaitForever as Acquire.Wait waits until the caller's context ends.
@@ -22,45 +23,24 @@ type Acquire struct {
 	// Wait: 0 one attempt; >0 wait up to this long; WaitForever until Ctx ends.
 	Wait   time.Duration
 	Ctx    context.Context // the caller's; its end abandons the wait
-	Ticket *Ticket
+	Ticket *lease.Ticket
 	Reply  chan<- AcquireReply
 }
 
 // AcquireReply answers Acquire: a Holding, or an error. When the lease is busy
 // Err is ErrNotAcquired and Holder / HolderExpiresAt say who has it.
 type AcquireReply struct {
-	Holding         *Holding
+	Holding         *lease.Holding
 	Err             error
 	Holder          string
 	HolderExpiresAt time.Time
 }
 
-// Ticket settles the race between a grant and a caller giving up: exactly one
-// of Claim (by the lease actor, before it hands over a grant) and Abandon (by
-// the caller, when its context ends) succeeds. A grant whose Claim fails is
-// released at once, so a late grant never leaves an unowned lease behind.
-type Ticket struct{ state atomic.Int32 }
-
-const (
-	ticketPending int32 = iota
-	ticketClaimed
-	ticketAbandoned
-)
-
-// Claim reports whether the caller is still there to take a grant.
-func (t *Ticket) Claim() bool { return t.state.CompareAndSwap(ticketPending, ticketClaimed) }
-
-// Abandon reports whether the caller gave up before any grant was claimed.
-func (t *Ticket) Abandon() bool { return t.state.CompareAndSwap(ticketPending, ticketAbandoned) }
-
-// Abandoned reports whether the caller has given up.
-func (t *Ticket) Abandoned() bool { return t.state.Load() == ticketAbandoned }
-
 // CancelWait tells the lease actor that the caller behind Ticket gave up, so
 // that it leaves the queue now rather than at its deadline.
 type CancelWait struct {
 	Key    string
-	Ticket *Ticket
+	Ticket *lease.Ticket
 }
 
 // Renew extends the holding (Key, Token). TTL 0 keeps the holding's TTL.
@@ -84,10 +64,10 @@ type Release struct {
 }
 
 // Subscribe adds a subscriber to the event hub.
-type Subscribe struct{ Sink *Sink }
+type Subscribe struct{ Sink *lease.Sink }
 
 // Unsubscribe removes a subscriber; the hub closes it.
-type Unsubscribe struct{ Sink *Sink }
+type Unsubscribe struct{ Sink *lease.Sink }
 
 // Shutdown (Manager.Close → registry → backend actor, then every lease
 // actor) ends the Manager's work: the backend actor cancels every call in

@@ -12,11 +12,13 @@
 // Commands reach a lease actor without passing through a shared mailbox: the
 // engine's router looks the key up and sends to the actor itself.
 //
-// The files: commands.go (what the public API sends, and the Ticket that
-// settles a grant racing a caller who gives up), backend.go (backend calls and
-// their results), ticks.go (timers), notices.go (release notices, loss
-// events), lifecycle.go (how lease actors come and go), holding.go (the state
-// a lease actor shares with the public Lease handle), events.go, errors.go.
+// The files: commands.go (what the public API sends), backend.go (backend
+// calls and their results), ticks.go (timers), notices.go (release notices,
+// loss events on their way to the hub), lifecycle.go (how lease actors come
+// and go), errors.go (the outcomes the protocol reports). The state the
+// messages carry and the public API shares with the actors (the Holding, the
+// Ticket that settles a grant racing a caller who gives up, the subscriber's
+// Sink and the Lost event) is package internal/lease's.
 //
 // Commands from the public API carry a reply channel (buffered, size 1) rather
 // than using protoactor futures: the caller selects on it and on its context,

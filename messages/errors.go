@@ -3,13 +3,15 @@ package messages
 import (
 	"errors"
 	"strconv"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // The outcomes the protocol reports. Package leasehold re-exports them; they are
 // defined here because the actors produce them.
 var (
 	ErrNotAcquired   = errors.New("leasehold: lease not acquired")
-	ErrLost          = errors.New("leasehold: lease lost")
+	ErrLost          = lease.ErrLost // a Holding ends with it by itself
 	ErrReleased      = errors.New("leasehold: lease released")
 	ErrInvalidName   = errors.New("leasehold: invalid lease name")
 	ErrInvalidOption = errors.New("leasehold: invalid option")

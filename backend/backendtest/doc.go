@@ -1,15 +1,19 @@
-// Package backendtest is the conformance suite every leasehold backend runs:
+// Package backendtest is the conformance suite of the Backend contract, which
+// every leasehold backend runs:
 //
 //	func TestConformance(t *testing.T) {
-//		backendtest.Run(t, func(t *testing.T) backend.Backend { return newBackend(t) })
+//		newBackend := func(t *testing.T) backend.Backend { return newBackend(t) }
+//		backendtest.Run(t, newBackend)
+//		leaseholdtest.Run(t, newBackend) // the Manager's semantics on it
 //	}
 //
-// Run drives the backend directly (the Backend contract) and through Managers
-// (the semantics matrix of the product: busy, waits, cancellation, bad input
-// rejected before any backend call, loss by expiry or rejection, fencing,
-// no re-entry, contention between owners, Close). Every subtest uses keys of
-// its own, so a suite can run against a shared server.
+// Run drives the backend directly, through the backend package's interfaces
+// only (acquire, renew, release, attempts, tokens, expiry, validation, keys,
+// release notifications, Inspector, Lister, Revoker); the Manager's semantics
+// on a backend are package leaseholdtest's. Every subtest uses keys of its
+// own, so a suite can run against a shared server.
 //
 // It also offers Faulty, a wrapper that counts calls and injects faults into
-// any backend, and helpers that find the test services (Redis, PostgreSQL).
+// any backend, used by both suites and by the engine's own tests. This
+// package does not import package leasehold.
 package backendtest

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 )
 
@@ -17,8 +16,6 @@ func (s *suite) inspectCases() []testCase {
 		{"InspectShowsTheLiveHolding", s.bInspect},
 		{"ListByPrefix", s.bList},
 		{"RevokeFencesTheHolder", s.bRevoke},
-		{"ManagerInspectSeesAnyOwner", s.mInspect},
-		{"RevokedLeaseIsLostAsRejected", s.mRevoked},
 	}
 }
 
@@ -120,39 +117,4 @@ func (s *suite) bRevoke(t *testing.T) {
 	if _, removed, err := r.Revoke(ctx, k, 0); err != nil || removed {
 		t.Errorf("Revoke of a free key: removed %v, %v", removed, err)
 	}
-}
-
-func (s *suite) mInspect(t *testing.T) {
-	p := s.pair(t)
-	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
-	ctx := ctxT(t)
-	if _, held, err := m2.Inspect(ctx, "job"); err != nil || held {
-		t.Fatalf("Inspect of a free name = held %v, %v", held, err)
-	}
-	l := mustAcquire(t, m1, "job", leasehold.WithMetadata("host=a"))
-	info, held, err := m2.Inspect(ctx, "job")
-	if err != nil || !held || info.Name != "job" || info.Owner != "o1" || info.Token != l.Token() || info.Metadata != "host=a" || info.ExpiresAt.IsZero() {
-		t.Errorf("Inspect = %+v, held %v, %v; want o1's lease", info, held, err)
-	}
-	if _, _, err := m2.Inspect(ctx, ""); !errors.Is(err, leasehold.ErrInvalidName) {
-		t.Errorf("Inspect(\"\") = %v, want ErrInvalidName", err)
-	}
-}
-
-func (s *suite) mRevoked(t *testing.T) {
-	p := s.pair(t)
-	r, ok := p.raw.(backend.Revoker)
-	if !ok {
-		t.Skipf("%s does not revoke holdings", p.raw.Info().Name)
-	}
-	m := p.manager(t, "o1")
-	sub := m.Subscribe(4)
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Minute))
-	if _, removed, err := r.Revoke(ctxT(t), p.prefix+"job", l.Token()); err != nil || !removed {
-		t.Fatalf("Revoke: removed %v, %v", removed, err)
-	}
-	if err := l.Renew(ctxT(t), 0); !errors.Is(err, leasehold.ErrLost) {
-		t.Errorf("Renew after Revoke = %v, want ErrLost", err)
-	}
-	lostWithin(t, l, sub, patience, leasehold.ReasonRejected)
 }

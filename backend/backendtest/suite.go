@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 )
 
@@ -41,11 +39,8 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 		name  string
 		cases []testCase
 	}{
-		{"Backend", s.backendCases()},   // the Backend contract itself
-		{"Manager", s.managerCases()},   // Manager semantics on this backend
-		{"Inspect", s.inspectCases()},   // Inspector, Lister, Revoker
-		{"Observe", s.observeCases()},   // health check and metrics
-		{"Identity", s.identityCases()}, // holdings, tokens, Close
+		{"Backend", s.backendCases()}, // the Backend contract itself
+		{"Inspect", s.inspectCases()}, // Inspector, Lister, Revoker
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -93,26 +88,6 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// newManager starts a Manager on b with its own owner and this test's key
-// prefix, closed when the test ends.
-func newManager(t *testing.T, b backend.Backend, owner, prefix string, opts ...leasehold.Option) *leasehold.Manager {
-	t.Helper()
-	opts = append([]leasehold.Option{leasehold.WithOwner(owner), leasehold.WithKeyPrefix(prefix)}, opts...)
-	m, err := leasehold.New(b, opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		// context.Canceled: the test closed it first with an ended context.
-		if err := m.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return m
-}
-
 // eventually polls cond until it holds or patience runs out. It is for state
 // that has no signal to await (a row in a foreign store).
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -123,15 +98,5 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// waitClosed waits for ch to close.
-func waitClosed(t *testing.T, what string, ch <-chan struct{}, within time.Duration) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(within):
-		t.Fatalf("%s did not happen within %v", what, within)
 	}
 }

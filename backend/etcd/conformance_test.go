@@ -7,6 +7,7 @@ import (
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/etcd"
 	"github.com/leasehold/leasehold/backend/etcd/internal/etcdtest"
+	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
 // TestConformance runs the whole conformance suite on a three-member cluster,
@@ -15,12 +16,14 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, 3)
 	cli := c.Client()
-	backendtest.RunWith(t, backendtest.Options{TTLUnit: etcdtest.MinTTL}, func(t *testing.T) backend.Backend {
+	newBackend := func(t *testing.T) backend.Backend {
 		b, err := etcd.New(cli, etcd.WithMinTTL(etcdtest.MinTTL))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = b.Close() })
 		return b
-	})
+	}
+	backendtest.RunWith(t, backendtest.Options{TTLUnit: etcdtest.MinTTL}, newBackend)
+	leaseholdtest.RunWith(t, leaseholdtest.Options{TTLUnit: etcdtest.MinTTL}, newBackend)
 }

@@ -6,11 +6,14 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, func(t *testing.T) backend.Backend { return memory.New() })
+	newBackend := func(t *testing.T) backend.Backend { return memory.New() }
+	backendtest.Run(t, newBackend)
+	leaseholdtest.Run(t, newBackend)
 }

@@ -5,11 +5,14 @@ import (
 
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
 // TestConformance runs the shared conformance suite against the real server,
 // on a table of its own (the suite's subtests use keys of their own).
 func TestConformance(t *testing.T) {
 	e := newEnv(t)
-	backendtest.Run(t, func(t *testing.T) backend.Backend { return e.backend(t) })
+	newBackend := func(t *testing.T) backend.Backend { return e.backend(t) }
+	backendtest.Run(t, newBackend)
+	leaseholdtest.Run(t, newBackend)
 }

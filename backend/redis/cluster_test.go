@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
+	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
 // startOneNodeCluster starts a Redis Cluster of one master that owns every
@@ -82,9 +83,11 @@ func TestConformanceOnCluster(t *testing.T) {
 	c := startTestCluster(t)
 	cc := newClusterClient(t, c)
 	before := scriptCalls(ctxT(t), t, c)
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
+	newBackend := func(t *testing.T) backend.Backend {
 		return newTestBackend(t, cc)
-	})
+	}
+	backendtest.Run(t, newBackend)
+	leaseholdtest.Run(t, newBackend)
 	after := scriptCalls(ctxT(t), t, c)
 	for addr, n := range after {
 		if n <= before[addr] {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
+	"github.com/leasehold/leasehold/leaseholdtest"
 )
 
 // TestConformance runs the backend conformance suite against the SQL Server
@@ -13,13 +14,15 @@ import (
 // the development and CI machines.
 func TestConformance(t *testing.T) {
 	_, db, n := newRealBackend(t)
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
+	newBackend := func(t *testing.T) backend.Backend {
 		b, err := New(db, WithTable(n.schema, n.table))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
-	})
+	}
+	backendtest.Run(t, newBackend)
+	leaseholdtest.Run(t, newBackend)
 }
 
 // TestConformanceWithReplica runs the suite with replica confirmation turned
@@ -27,11 +30,13 @@ func TestConformance(t *testing.T) {
 // query and its RowVersion comparison run against a real server.
 func TestConformanceWithReplica(t *testing.T) {
 	_, db, n := newRealBackend(t)
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
+	newBackend := func(t *testing.T) backend.Backend {
 		b, err := New(db, WithTable(n.schema, n.table), WithReplica(db))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
-	})
+	}
+	backendtest.Run(t, newBackend)
+	leaseholdtest.Run(t, newBackend)
 }

@@ -1,4 +1,4 @@
-package backendtest
+package leaseholdtest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package messages
+package lease
 
 import (
 	"context"
@@ -38,6 +38,7 @@ func TestHoldingPastItsDeadlineIsLost(t *testing.T) {
 }
 
 func TestReleasedHoldingIsNotLost(t *testing.T) {
+	ErrReleased := errors.New("leasehold: lease released") // messages.ErrReleased, which imports this package
 	h := NewHolding("job", "job", "o1", "a1", "", 7, time.Now())
 	h.SetDeadline(time.Now().Add(time.Hour))
 	if !h.End(ErrReleased, false) {

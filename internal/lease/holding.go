@@ -1,8 +1,7 @@
-package messages
+package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -144,10 +143,6 @@ func (h *Holding) checkDeadlineLocked() {
 		h.endLocked(fmt.Errorf("%w: lease %q (token %d): %w", ErrLost, h.Name, h.Token, ErrDeadlinePassed), true)
 	}
 }
-
-// ErrDeadlinePassed is the cause of a loss found when the local deadline had
-// already passed (no renewal was confirmed in time).
-var ErrDeadlinePassed = errors.New("no renewal confirmed before the local deadline")
 
 // End ends the holding with err (wrapping ErrLost or ErrReleased). Only the
 // first call counts; it reports whether it was the first.

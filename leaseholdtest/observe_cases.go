@@ -1,4 +1,4 @@
-package backendtest
+package leaseholdtest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend/backendtest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -32,7 +33,7 @@ func (s *suite) mHealth(t *testing.T) {
 	p.f.FailRenew.Store(true)
 	var err error
 	eventually(t, "HealthCheck to report the failing renewals", func() bool { err = m.HealthCheck(); return err != nil })
-	if !errors.Is(err, leasehold.ErrUnhealthy) || !errors.Is(err, ErrInjected) {
+	if !errors.Is(err, leasehold.ErrUnhealthy) || !errors.Is(err, backendtest.ErrInjected) {
 		t.Errorf("HealthCheck = %v, want ErrUnhealthy naming the injected fault", err)
 	}
 	p.f.FailRenew.Store(false)

@@ -1,0 +1,109 @@
+package leaseholdtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Renewal: explicit, automatic, on released handles and with cancelled contexts.
+
+func (s *suite) mRenewReleased(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	l := mustAcquire(t, m, "job", leasehold.WithoutAutoRenew())
+	if err := l.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	before := p.f.Calls()
+	if err := l.Renew(ctxT(t), 0); !errors.Is(err, leasehold.ErrReleased) {
+		t.Fatalf("Renew after Release = %v, want ErrReleased", err)
+	}
+	if p.f.Calls() != before {
+		t.Error("Renew on a released handle called the backend")
+	}
+	select {
+	case <-l.Lost():
+		t.Error("Lost() closed by a release")
+	default:
+	}
+	if !errors.Is(context.Cause(l.Context()), leasehold.ErrReleased) {
+		t.Errorf("Context cause = %v, want ErrReleased", context.Cause(l.Context()))
+	}
+}
+
+func (s *suite) mRenewCancelled(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	l := mustAcquire(t, m, "job", leasehold.WithoutAutoRenew())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := p.f.Calls()
+	if err := l.Renew(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Renew = %v, want context.Canceled", err)
+	}
+	if p.f.Calls() != before {
+		t.Error("Renew with a cancelled context called the backend")
+	}
+	if l.Err() != nil {
+		t.Errorf("handle ended: %v", l.Err())
+	}
+	if err := l.Renew(ctxT(t), -time.Second); !errors.Is(err, leasehold.ErrInvalidOption) {
+		t.Errorf("Renew(-1s) = %v, want ErrInvalidOption", err)
+	}
+}
+
+func (s *suite) mExplicitRenew(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Minute), leasehold.WithoutAutoRenew())
+	exp, tok := l.ExpiresAt(), l.Token()
+	time.Sleep(10 * time.Millisecond) // so that the store's clock moves on
+	if err := l.Renew(ctxT(t), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() != tok || !l.ExpiresAt().After(exp.Add(30*time.Second)) {
+		t.Errorf("after Renew(2m): token %d (was %d), expires %v (was %v)", l.Token(), tok, l.ExpiresAt(), exp)
+	}
+	// Concurrent explicit renewals all get answers.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := l.Renew(context.Background(), 0); err != nil {
+				t.Errorf("concurrent Renew: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (s *suite) mAutoRenew(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	sub := m.Subscribe(1)
+	ttl := 3 * s.short // a renewal may take up to 0.57 TTL: room on a loaded machine
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(ttl))
+	first := l.ExpiresAt()
+	time.Sleep(3 * ttl) // the lease must outlive this
+	if err := l.Err(); err != nil {
+		t.Fatalf("lost despite auto-renewal: %v", err)
+	}
+	if !l.ExpiresAt().After(first) {
+		t.Errorf("ExpiresAt did not move: %v", first)
+	}
+	if n := p.f.Renews.Load(); n < 3 {
+		t.Errorf("%d renewals in 3 TTLs, want about 9", n)
+	}
+	// Nobody else could take it meanwhile.
+	_, err := p.manager(t, "o2").Acquire(ctxT(t), "job")
+	wantNotAcquired(t, err)
+	select {
+	case ev := <-sub.Events():
+		t.Errorf("unexpected loss event %+v", ev)
+	default:
+	}
+}
