@@ -5,14 +5,14 @@ package actors
 // Acquires that wait to learn who holds the key (observers), and the releases
 // the store has not confirmed (unconfirmed.go).
 //
-//	         ┌────────── refused, will wait ──────────┐
-//	         ▼                                        │
-//	      polling ──retry tick / release notice──▶ acquiring ◀── idle (a waiter is queued)
-//	                                                  │ │
-//	                      granted and claimed ◀───────┘ └──▶ failed, abandoned, fenced, late
-//	                              │                               │
-//	                              ▼                               ▼
-//	       renewing ◀──due──▶   held ──Release, loss, Close──▶ releasing ──answered──▶ idle
+//	   ┌────────── refused, will wait ──────────┐
+//	   ▼                                        │
+//	polling ──retry tick / release notice──▶ acquiring ◀── idle (a waiter is queued)
+//	                                            │ │
+//	                granted and claimed ◀───────┘ └──▶ failed, abandoned, fenced, late
+//	                        │                               │
+//	                        ▼                               ▼
+//	 renewing ◀──due──▶   held ──Release, loss, Close──▶ releasing ──answered──▶ idle
 //
 // At most one call that changes ownership (an acquire or a release) is in
 // flight per key, so a release always completes before the next acquire, and

@@ -189,7 +189,7 @@ func (p *Proxy) SetDelay(d time.Duration) {
 			p.remove(name)
 		}
 		if d > 0 {
-			p.mustAdd(`{"name":%q,"type":"latency","stream":%q,"attributes":{"latency":%d}}`, name, stream, (d+time.Millisecond-1).Milliseconds())
+			p.mustAdd(`{"name":%q,"type":"latency","stream":%q,"attributes":{"latency":%d}}`, name, stream, (d + time.Millisecond - 1).Milliseconds())
 		}
 	}
 	p.delay = d
