@@ -25,6 +25,7 @@ type leaseActor struct {
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 
+	now     time.Time // when the message being handled arrived
 	state   leaseState
 	closing bool   // Shutdown has come; see leaseState
 	handled uint64 // commands received through the router
@@ -77,6 +78,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.e.leases.Done()
 		return
 	}
+	a.now = time.Now()
 	a.handle(ctx, ctx.Message())
 	for {
 		for i := 0; i < len(a.inbox); i++ {
@@ -96,7 +98,7 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	// Whatever the message, a holding past its local deadline is lost first:
 	// after a pause of the process, a Release or Renew may be handled before
 	// the deadline timer's tick.
-	if c := a.cur; c != nil && !time.Now().Before(c.deadline) {
+	if c := a.cur; c != nil && !a.now.Before(c.deadline) {
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 	}
 	switch m := msg.(type) {

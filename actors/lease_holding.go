@@ -34,11 +34,11 @@ func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant) 
 	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acq.sent, m.TTL)}
 	a.state = held
-	h.SetDeadline(a.cur.deadline)
+	h.SetDeadline(a.cur.deadline, a.now)
 	a.entry.holding.Store(h)
 	a.cfg.Metrics.heldDelta(1)
 	if a.cur.auto {
-		a.cur.nextRenew = time.Now().Add(spread(a.cur.renewEvery))
+		a.cur.nextRenew = a.now.Add(spread(a.cur.renewEvery))
 	}
 	a.armHold()
 	m.Reply <- messages.AcquireReply{Holding: h}
@@ -71,7 +71,7 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 		Deadline: c.deadline,
 		MaxDelay: renewBatchWait(c.renewEvery, replies),
 	})
-	c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = a.seq, time.Now(), ttl, replies
+	c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = a.seq, a.now, ttl, replies
 }
 
 func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult) {
@@ -87,9 +87,9 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
 		c.deadline = localDeadline(c.renewSent, c.renewTTL)
-		c.h.SetDeadline(c.deadline)
+		c.h.SetDeadline(c.deadline, a.now)
 		if c.auto {
-			c.nextRenew = time.Now().Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL)))
+			c.nextRenew = a.now.Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL)))
 		}
 		a.armHold()
 		sendAll(replies, nil)
@@ -123,7 +123,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 // onHoldTick loses the holding at its local deadline, and otherwise starts
 // the renewal that is due.
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
-	c, now := a.cur, time.Now()
+	c, now := a.cur, a.now
 	if !now.Before(c.deadline) {
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 		return

@@ -89,7 +89,7 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 			}},
 			Ctx: w.m.Ctx,
 		})
-		a.acq = acquireInFlight{seq: a.seq, sent: time.Now()}
+		a.acq = acquireInFlight{seq: a.seq, sent: a.now}
 		return
 	}
 }
@@ -150,7 +150,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
 		case fenced:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
-		case !localDeadline(a.acq.sent, m.TTL).After(time.Now()):
+		case !localDeadline(a.acq.sent, m.TTL).After(a.now):
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the grant arrived after its local deadline (TTL %v)", messages.ErrTTLTooShort, m.Name, m.TTL))
 		case !m.Ticket.Claim():
 			// The caller gave up while the grant was on its way.

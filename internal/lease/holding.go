@@ -118,9 +118,8 @@ func (h *Holding) Err() error {
 }
 
 // SetDeadline records the local deadline of the last confirmed acquire or
-// renewal.
-func (h *Holding) SetDeadline(t time.Time) {
-	now := time.Now()
+// renewal, confirmed at now (local clock).
+func (h *Holding) SetDeadline(t, now time.Time) {
 	h.mu.Lock()
 	h.deadline, h.confirmed = t, now
 	h.mu.Unlock()
