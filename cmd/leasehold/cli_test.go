@@ -365,6 +365,12 @@ func TestWatchWakesOnRelease(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for a while
 		}
+		// Stores announce only releases someone waits for: a contender
+		// that will wait is refused first.
+		w, err := e.b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "cli-waiter", Attempt: "attempt-" + randomHex(8), TTL: longTTL, Wait: true})
+		if err != nil || w.Acquired {
+			t.Fatalf("waiting Acquire while held: %+v, %v; want a refusal", w, err)
+		}
 		if err := e.b.Release(ctx, backend.ReleaseRequest{Key: key, Owner: req.Owner, Attempt: req.Attempt, Token: g.Token}); err != nil {
 			t.Fatalf("Release: %v", err)
 		}

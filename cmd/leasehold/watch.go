@@ -27,7 +27,8 @@ func watchCommand() *command {
 		summary: "Stream the grants, releases and expiries of names starting with P, one line each\n" +
 			"  (JSON lines with -json): time, event (held, granted, released, expired), name, owner, token.\n" +
 			"  It lists the store every -interval and wakes at once on the store's release notifications\n" +
-			"  (Redis, PostgreSQL, etcd). A lease granted and ended between two looks is not seen. \"released\"\n" +
+			"  (etcd: every release; Redis, PostgreSQL: releases of names someone waits for). A lease\n" +
+			"  granted and ended between two looks is not seen. \"released\"\n" +
 			"  means gone before its expiry (released or revoked), \"expired\" gone at or after it.\n" +
 			"  Stops on SIGINT or SIGTERM, or after -for, with exit code 0."}
 	var interval, limit *time.Duration
