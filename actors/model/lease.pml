@@ -14,10 +14,11 @@
  * request is still on its way (it may be applied later). A Manager can be
  * paused for any time: it simply takes no step while the clock runs.
  *
- * Time is discrete. Every timer is kept as the ticks left or passed, so the
- * state space stays finite even when the clock runs for ever (the liveness
- * runs); the safety runs stop the clock after TMAX ticks. The store's clock
- * may gain up to DRIFT ticks on the Managers' (clock drift within the margin).
+ * Time is discrete. Every timer is kept as the ticks left or passed (and the
+ * time part of tokens relative to the last restart), so the state space stays
+ * finite while the clock runs for ever: the checks cover any number of ticks
+ * (TMAX can bound them, for experiments). The store's clock may gain up to
+ * DRIFT ticks on the Managers' (clock drift within the margin).
  *
  * Names shared with the Go code (same decision, same name): startNext,
  * onAcquireResult, hold, startRenew, onRenewResult, onHoldTick, lose,
@@ -58,7 +59,7 @@
 
 /* ---- the configuration (hidden: constant after the first step) */
 hidden byte NMGR;       /* Managers: 2 or 3 */
-hidden byte TMAX;       /* safety runs: the clock stops after TMAX ticks */
+hidden byte TMAX;       /* the clock stops after TMAX ticks (0: it runs for ever) */
 hidden byte MAXATT;     /* acquire attempts per Manager */
 hidden byte MAXFAULT;   /* lost messages, early errors, lost notices, pauses (LIVE) */
 hidden byte MAXRESTART; /* store restarts without data */
@@ -78,7 +79,6 @@ hidden byte V;          /* the broken variant (bits), 0 for the design */
 #define vNOPICKUP    ((V & 32) != 0)  /* a handed-off grant lasts a TTL, not the pickup window */
 #define vASWRITTEN   ((V & 64) != 0)  /* HANDOFF as first written: the head's turn after an expiry lasts as long as its entry */
 #define vCLOCKLESS   ((V & 128) != 0) /* tokens from the counter only (no clock part) */
-hidden byte NOCHECKC;   /* (c) not asserted (see the no-restart-grace variant) */
 
 c_decl {
 	static int lhcfg(const char *k, int d) { const char *v = getenv(k); return v && *v ? atoi(v) : d; }
@@ -88,8 +88,9 @@ c_decl {
 #define MARGIN (vNOMARGIN -> 0 : 1)
 
 /* ---- time */
-byte now;             /* safety runs: ticks so far (bounded by TMAX) */
-byte sclock;          /* safety runs: the store's clock, for the time part of tokens */
+byte now;             /* ticks so far, when TMAX bounds them (else 0) */
+byte sSince;          /* store ticks since the last restart (saturates at TTL) */
+byte sBase;           /* the clock part of tokens at the last restart */
 byte skew;            /* ticks the store's clock has gained */
 hidden byte clockT, sclockT; /* the two clocks for the trace (not state) */
 
@@ -190,17 +191,20 @@ bool dead[3];         /* the Manager died (a dead contender) */
 
 /* ---------------- the store ---------------- */
 
-/* newToken: max(counter + 1, store clock), as acquire.lua does. Until the
-   first restart only the order of tokens matters, and the counter alone
-   gives the same order as the clock would (both grow with every grant), so
-   the clock part is left out then: fewer distinct token values. After a
-   restart the clock part is what keeps tokens increasing; every restart is
-   taken to last at least one token unit of the store's clock. */
+/* newToken: max(counter + 1, store clock), as acquire.lua does, with the
+   clock kept relative so that time can run for ever. Until the first restart
+   only the order of tokens matters, and the counter alone gives the order
+   the clock would (both grow with every grant): the clock part is left out.
+   A restart forgets the counter, not the clock: at the restart the clock (in
+   token units) is taken to be at most K - 1 behind the newest token (the
+   counter runs ahead of the clock only by the grants of one tick, fewer than
+   K), and it gains K per store tick after it (counted up to the TTL, when it
+   is surely past every earlier token). */
 inline newToken() {
 	t_ = sCounter + 1;
-	if :: restarts > 0 && !vCLOCKLESS && t_ < sclock * K + restarts -> t_ = sclock * K + restarts :: else -> skip fi;
+	if :: restarts > 0 && !vCLOCKLESS && t_ < sBase + sSince * K -> t_ = sBase + sSince * K :: else -> skip fi;
 	if :: t_ <= lastTok -> trace("store: new token %d is not above token %d\n", t_, lastTok) :: else -> skip fi;
-	assert(c_tokensIncrease || NOCHECKC || t_ > lastTok); /* (c) tokens strictly increase */
+	assert(c_tokensIncrease || t_ > lastTok); /* (c) tokens strictly increase */
 	lastTok = t_; sCounter = t_
 }
 
@@ -350,6 +354,11 @@ inline storeRelease(m, s) {
    not. */
 inline restart() {
 	sAtt = 0; sTok = 0; sLeft = 0; sPick = false; sCounter = 0; restarts++;
+	sSince = 0; sBase = (lastTok >= K - 1 -> lastTok - (K - 1) : 0);
+	/* NOGRACE: the clock is taken to be past every earlier token already
+	   (as a microsecond clock would be), so that what breaks is the
+	   overlap, not the tokens */
+	if :: vNOGRACE -> sBase = lastTok + 1 :: else -> skip fi;
 	qLen = 0; qAtt[0] = 0; qAtt[1] = 0; qAtt[2] = 0; qLeft[0] = 0; qLeft[1] = 0; qLeft[2] = 0;
 	sFree = 0;
 	sGrace = (vNOGRACE -> 0 : TTL);
@@ -360,7 +369,7 @@ inline restart() {
    queue entries run down; an expiry frees the name (and starts the head's
    turn). */
 inline storeTick() {
-	if :: !LIVE -> sclock++ :: else -> skip fi;
+	if :: sSince < TTL -> sSince++ :: else -> skip fi;
 	sclockT++;
 	if
 	:: sLeft > 1 -> sLeft--
@@ -400,7 +409,7 @@ inline managerTick(m) {
 
 /* tick: the clock advances one tick; (d) is counted here. */
 inline tick() {
-	if :: !LIVE -> now++ :: else -> skip fi;
+	if :: TMAX > 0 -> now++ :: else -> skip fi;
 	clockT++;
 	managerTick(0); managerTick(1); managerTick(2);
 	storeTick();
@@ -442,11 +451,10 @@ inline deliver(sl) {
 
 active proctype Env() {
 	c_code {
-		NMGR = lhcfg("LH_NM", 3); TMAX = lhcfg("LH_TMAX", 4); MAXATT = lhcfg("LH_MAXATT", 2);
+		NMGR = lhcfg("LH_NM", 3); TMAX = lhcfg("LH_TMAX", 0); MAXATT = lhcfg("LH_MAXATT", 2);
 		MAXFAULT = lhcfg("LH_MAXFAULT", 2); MAXRESTART = lhcfg("LH_MAXRESTART", 1);
 		DRIFT = lhcfg("LH_DRIFT", 1); CLOSE = lhcfg("LH_CLOSE", 1); HANDOFF = lhcfg("LH_HANDOFF", 0);
 		DEAD = lhcfg("LH_DEAD", 0); LIVE = lhcfg("LH_LIVE", 0); V = lhcfg("LH_V", 0);
-		NOCHECKC = lhcfg("LH_NOCHECKC", 0);
 	};
 	assert(!(LIVE && MAXRESTART > 0)); /* LIVE tokens have no clock part */
 	atomic {
@@ -455,7 +463,7 @@ active proctype Env() {
 		if :: NMGR > 2 -> run Manager(2) :: else -> skip fi
 	}
 end:	do
-	:: atomic { (LIVE || now < TMAX) && (!LIVE || quiet || faults < MAXFAULT) ->
+	:: atomic { (TMAX == 0 || now < TMAX) && (!LIVE || quiet || faults < MAXFAULT) ->
 		if :: LIVE && !quiet -> faults++; trace("a pause: the clock runs while something is due\n") :: else -> skip fi;
 		tick() }
 	:: atomic { skew < DRIFT -> skew++; trace("store clock gains a tick\n"); storeTick() }
