@@ -89,33 +89,35 @@ c_decl {
 
 /* ---- time */
 byte now;             /* ticks so far, when TMAX bounds them (else 0) */
-byte sSince;          /* store ticks since the last restart (saturates at TTL) */
+unsigned sSince : 2;  /* store ticks since the last restart (saturates at TTL) */
 byte sBase;           /* the clock part of tokens at the last restart */
-byte skew;            /* ticks the store's clock has gained */
+unsigned skew : 2;    /* ticks the store's clock has gained */
 hidden byte clockT, sclockT; /* the two clocks for the trace (not state) */
 
 /* ---- the store, for the one name */
-byte sAtt;            /* attempt of the live holding (0: none; expiry deletes it) */
+unsigned sAtt : 3;    /* attempt of the live holding (0: none; expiry deletes it) */
 byte sTok;            /* its token */
-byte sLeft;           /* store ticks until it expires */
-bool sPick;           /* HANDOFF: it is a hand-off not yet picked up */
+unsigned sLeft : 2;   /* store ticks until it expires */
+bit sPick;            /* HANDOFF: it is a hand-off not yet picked up */
 byte sCounter;        /* the fencing counter (lost on restart) */
-byte sGrace;          /* store ticks of restart grace left */
-byte restarts;
-byte qAtt[QCAP];      /* HANDOFF: the waiter queue, head first (attempts) */
-byte qLeft[QCAP];     /* store ticks until each entry expires */
-byte qLen;
-byte sFree;           /* HANDOFF: store ticks since the name became free (saturates at PICKUP) */
-bool notice[3];       /* HANDOFF: a hand-off's notice on its way to a Manager */
+unsigned sGrace : 2;  /* store ticks of restart grace left */
+unsigned restarts : 2;
+typedef Entry {
+	unsigned att : 3;     /* a waiting attempt */
+	unsigned left : 2     /* store ticks until the entry expires */
+};
+Entry q[QCAP];        /* HANDOFF: the waiter queue, head first */
+unsigned qLen : 2;
+unsigned sFree : 2;   /* HANDOFF: store ticks since the name became free (saturates at PICKUP) */
 
 #define mgrOf(a) (((a) - 1) / MAXATT)   /* attempt ids are per Manager (instance.n) */
 #define live (sAtt != 0)
 
 /* ---- ghosts for the properties */
 byte lastTok;         /* the newest token ever granted (survives restarts) */
-byte unowned;         /* ticks the live holding has been owned by nobody */
-bool released0;       /* LIVE: the store applied M0's release of its holding */
-bool acquired1;       /* LIVE: M1 has held the name */
+unsigned unowned : 3; /* ticks the live holding has been owned by nobody */
+bit released0;        /* LIVE: the store applied M0's release of its holding */
+bit acquired1;        /* LIVE: M1 has held the name */
 
 /* Each assertion names its property (model_test.go reads the name from a
    violation): these are always 0. */
@@ -128,21 +130,23 @@ hidden byte s_, i_, a_, b_, t_, r_, rt_;
 #define FREE 0
 #define REQ  1        /* on its way to the store */
 #define REP  2        /* applied; the answer is on its way back */
-mtype = { ACQUIRE, RENEW, RELEASE };
+#define ACQUIRE 1
+#define RENEW   2
+#define RELEASE 3
 #define R_OK      1   /* acquired / renewed / released */
 #define R_BUSY    2   /* Grant{Acquired:false} */
 #define R_NOTHELD 3   /* ErrNotHeld */
 typedef Slot {
-	byte stage;
-	mtype kind;
-	bool awaited; /* its Manager still awaits the answer (Seq matches) */
-	byte att;
+	unsigned stage : 2;
+	unsigned kind : 2;    /* ACQUIRE, RENEW, RELEASE */
+	bit awaited;          /* its Manager still awaits the answer (Seq matches) */
+	unsigned att : 3;
 	byte tok;
-	byte res;     /* the store's answer */
-	byte rtok;    /* the token in it */
+	unsigned res : 2;     /* the store's answer */
+	byte rtok;            /* the token in it */
 };
 Slot net[6];
-byte faults;
+unsigned faults : 3;
 
 /* ---- the lease actor, one per Manager */
 #define IDLE   0
@@ -151,39 +155,44 @@ byte faults;
 #define REL    3      /* op == opReleasing */
 #define POLL   4      /* polling: the head waiter waits for a retry tick or a notice */
 #define CLOSED 5
-byte owner[3];
-byte phase[3];
-byte att[3];          /* the attempt in progress, or the holding's */
-byte tok[3];          /* the holding's token */
-byte dl[3];           /* ticks left until cur.deadline (HELD) */
-byte age[3];          /* ticks since the acquire or renewal in flight was sent (acqSent, renewSent) */
-bool renewing[3];     /* cur.renewing */
-bool renewDue[3];     /* cur.nextRenew has come (set by each tick) */
-bool pollDue[3];      /* the poll's retry tick has come (set by each tick) */
-bool waiting[3];      /* an answer is awaited (the Seq of the call in flight) */
-byte nAcq[3];         /* attempts made */
-byte relAtt[3];       /* the release in flight, or unconfirmed (pendingRelease) */
-byte relTok[3];
-byte relLeft[3];      /* ticks until an unconfirmed release's holding has surely expired (until) */
-bool unconf[3];       /* relAtt is unconfirmed (in a.unconfirmed) */
-bool closing[3];      /* Close was called (a.shutdown) */
-bool dead[3];         /* the Manager died (a dead contender) */
+typedef Mgr {
+	unsigned phase : 3;
+	unsigned att : 3;     /* the attempt in progress, or the holding's */
+	byte tok;             /* the holding's token */
+	unsigned dl : 2;      /* ticks left until cur.deadline (HELD) */
+	unsigned age : 2;     /* ticks since the acquire or renewal in flight was sent (acqSent, renewSent) */
+	bit renewing;         /* cur.renewing */
+	bit renewDue;         /* cur.nextRenew has come (set by each tick) */
+	bit pollDue;          /* the poll's retry tick has come (set by each tick) */
+	bit waiting;          /* an answer is awaited (the Seq of the call in flight) */
+	unsigned nAcq : 3;    /* attempts made */
+	unsigned relAtt : 3;  /* the release in flight, or unconfirmed (pendingRelease) */
+	byte relTok;
+	unsigned relLeft : 2; /* ticks until an unconfirmed release's holding has surely expired (until) */
+	bit unconf;           /* relAtt is unconfirmed (in a.unconfirmed) */
+	bit closing;          /* Close was called (a.shutdown) */
+	bit dead;             /* the Manager died (a dead contender) */
+	bit notice            /* HANDOFF: a hand-off's notice on its way to it */
+};
+Mgr mg[3];
+/* M0 and M1 are configured with the same owner, M2 with another */
+#define owner(m) ((m) < 2 -> 1 : 2)
 
 /* holds: the Manager has the name and its local deadline has not passed. */
-#define holds(m) (phase[m] == HELD && dl[m] > 0)
+#define holds(m) (mg[m].phase == HELD && mg[m].dl > 0)
 
 #define trace(...) printf("t=%d st=%d  ", clockT, sclockT); printf(__VA_ARGS__)
 
 /* localDeadline: ticks left from now to the send time of the request that
    produced the answer, plus TTL, minus safetyMargin (0: passed).
    RECVDEADLINE: from the receive time instead. */
-#define localDeadline(m) (vRECVDEADLINE -> TTL - MARGIN : (age[m] < TTL - MARGIN -> TTL - MARGIN - age[m] : 0))
+#define localDeadline(m) (vRECVDEADLINE -> TTL - MARGIN : (mg[m].age < TTL - MARGIN -> TTL - MARGIN - mg[m].age : 0))
 
 /* ---- roles: which decisions a Manager may take (all of them in the safety
    runs). LIVE: M0 holds once and releases; M1 waits for the name until it
    has it (its caller tries again after an error); M2 waits once and may die
    while it waits, give up, or hold and release without renewing. */
-#define wantsNext(m) (nAcq[m] < (LIVE && m != 1 -> 1 : MAXATT))
+#define wantsNext(m) (mg[m].nAcq < (LIVE && m != 1 -> 1 : MAXATT))
 #define mayGiveUp(m) (!LIVE || m == 2)         /* a caller that gives up (cancel, timeout) */
 #define mayRenew(m)  (!LIVE || m == 0)
 #define mayDie(m)    (DEAD && m == 2)
@@ -218,13 +227,13 @@ inline grant(a, n) {
 inline dequeue(a) {
 	i_ = 0;
 	do
-	:: i_ < qLen && qAtt[i_] != a -> i_++
-	:: i_ < qLen && qAtt[i_] == a ->
+	:: i_ < qLen && q[i_].att != a -> i_++
+	:: i_ < qLen && q[i_].att == a ->
 		do
-		:: i_ + 1 < qLen -> qAtt[i_] = qAtt[i_ + 1]; qLeft[i_] = qLeft[i_ + 1]; i_++
+		:: i_ + 1 < qLen -> q[i_].att = q[i_ + 1].att; q[i_].left = q[i_ + 1].left; i_++
 		:: else -> break
 		od;
-		qLen--; qAtt[qLen] = 0; qLeft[qLen] = 0;
+		qLen--; q[qLen].att = 0; q[qLen].left = 0;
 		break
 	:: i_ >= qLen -> break
 	od
@@ -234,8 +243,8 @@ inline dequeue(a) {
 inline dropExpired() {
 	i_ = 0;
 	do
-	:: i_ < qLen && qLeft[i_] > 0 -> i_++
-	:: i_ < qLen && qLeft[i_] == 0 -> b_ = qAtt[i_]; dequeue(b_); i_ = 0
+	:: i_ < qLen && q[i_].left > 0 -> i_++
+	:: i_ < qLen && q[i_].left == 0 -> b_ = q[i_].att; dequeue(b_); i_ = 0
 	:: i_ >= qLen -> break
 	od
 }
@@ -247,9 +256,9 @@ inline enqueue(a) {
 	:: HANDOFF ->
 		i_ = 0;
 		do
-		:: i_ < qLen && qAtt[i_] != a -> i_++
-		:: i_ < qLen && qAtt[i_] == a -> qLeft[i_] = QTTL; break
-		:: i_ >= qLen && qLen < QCAP -> qAtt[qLen] = a; qLeft[qLen] = QTTL; qLen++; break
+		:: i_ < qLen && q[i_].att != a -> i_++
+		:: i_ < qLen && q[i_].att == a -> q[i_].left = QTTL; break
+		:: i_ >= qLen && qLen < QCAP -> q[qLen].att = a; q[qLen].left = QTTL; qLen++; break
 		:: i_ >= qLen && qLen >= QCAP -> break
 		od
 	:: else -> skip
@@ -260,7 +269,7 @@ inline enqueue(a) {
    turn (a hand-off not picked up, or the head's turn after an expiry), and
    that turn began `ago` store ticks ago: a dead contender may delay the
    others at most the pickup window. */
-#define deadDelay(m, d, ago) (!dead[m] && dead[d] && (ago) >= PICKUP)
+#define deadDelay(m, d, ago) (!mg[m].dead && mg[d].dead && (ago) >= PICKUP)
 
 /* handOff: HANDOFF, in the releasing step: the head live entry gets the name
    for the pickup window, and only its Manager is told. */
@@ -268,9 +277,9 @@ inline handOff() {
 	dropExpired();
 	if
 	:: HANDOFF && qLen > 0 ->
-		a_ = qAtt[0]; dequeue(a_);
+		a_ = q[0].att; dequeue(a_);
 		grant(a_, (vNOPICKUP -> TTL : PICKUP)); sPick = true;
-		notice[mgrOf(sAtt)] = true;
+		mg[mgrOf(sAtt)].notice = true;
 		trace("store: hand-off to M%d attempt %d token %d for %d\n", mgrOf(sAtt), sAtt, sTok, sLeft)
 	:: else -> sFree = 0
 	fi
@@ -280,12 +289,12 @@ inline handOff() {
 inline storeAcquire(m, s) {
 	a_ = net[s].att;
 	if
-	:: live && (sAtt == a_ || (vSAMEOWNER && owner[mgrOf(sAtt)] == owner[m])) ->
+	:: live && (sAtt == a_ || (vSAMEOWNER && owner(mgrOf(sAtt)) == owner(m))) ->
 		/* the same attempt again: refresh, keep the token (a pickup, too) */
 		sLeft = TTL; sPick = false; unowned = 0;
 		net[s].res = R_OK; net[s].rtok = sTok;
 		trace("store: acquire M%d attempt %d refreshes token %d\n", m, a_, sTok)
-	:: live && !(sAtt == a_ || (vSAMEOWNER && owner[mgrOf(sAtt)] == owner[m])) ->
+	:: live && !(sAtt == a_ || (vSAMEOWNER && owner(mgrOf(sAtt)) == owner(m))) ->
 		net[s].res = R_BUSY; enqueue(a_);
 		trace("store: acquire M%d attempt %d refused (token %d holds)\n", m, a_, sTok);
 		assert(e_deadContenderDelays || !(sPick && deadDelay(m, mgrOf(sAtt), (vNOPICKUP -> TTL : PICKUP) - sLeft)))
@@ -296,17 +305,17 @@ inline storeAcquire(m, s) {
 	:: !live && (sGrace == 0 || vNOGRACE) ->
 		dropExpired();
 		if
-		:: HANDOFF && qLen > 0 && qAtt[0] != a_ && (sFree < PICKUP || vASWRITTEN) ->
+		:: HANDOFF && qLen > 0 && q[0].att != a_ && (sFree < PICKUP || vASWRITTEN) ->
 			/* the head's turn: keep the arrival order */
 			net[s].res = R_BUSY;
-			trace("store: acquire M%d attempt %d refused (attempt %d's turn)\n", m, a_, qAtt[0]);
-			assert(e_deadContenderDelays || !deadDelay(m, mgrOf(qAtt[0]), sFree));
+			trace("store: acquire M%d attempt %d refused (attempt %d's turn)\n", m, a_, q[0].att);
+			assert(e_deadContenderDelays || !deadDelay(m, mgrOf(q[0].att), sFree));
 			enqueue(a_)
 		:: else ->
 			if
-			:: HANDOFF && qLen > 0 && qAtt[0] != a_ ->
-				trace("store: attempt %d let its turn pass\n", qAtt[0]);
-				b_ = qAtt[0]; dequeue(b_)
+			:: HANDOFF && qLen > 0 && q[0].att != a_ ->
+				trace("store: attempt %d let its turn pass\n", q[0].att);
+				b_ = q[0].att; dequeue(b_)
 			:: else -> skip
 			fi;
 			dequeue(a_);
@@ -335,7 +344,7 @@ inline storeRenew(m, s) {
    that matches no holding takes the attempt out of the queue (leaveQueue). */
 inline storeRelease(m, s) {
 	if
-	:: live && (sAtt == net[s].att || (vRELBYOWNER && owner[mgrOf(sAtt)] == owner[m])) &&
+	:: live && (sAtt == net[s].att || (vRELBYOWNER && owner(mgrOf(sAtt)) == owner(m))) &&
 	   (net[s].tok == 0 || net[s].tok == sTok) ->
 		trace("store: release M%d attempt %d token %d deletes token %d\n", m, net[s].att, net[s].tok, sTok);
 		if :: mgrOf(sAtt) == 0 && m == 0 -> released0 = true :: else -> skip fi;
@@ -359,7 +368,7 @@ inline restart() {
 	   (as a microsecond clock would be), so that what breaks is the
 	   overlap, not the tokens */
 	if :: vNOGRACE -> sBase = lastTok + 1 :: else -> skip fi;
-	qLen = 0; qAtt[0] = 0; qAtt[1] = 0; qAtt[2] = 0; qLeft[0] = 0; qLeft[1] = 0; qLeft[2] = 0;
+	qLen = 0; q[0].att = 0; q[1].att = 0; q[2].att = 0; q[0].left = 0; q[1].left = 0; q[2].left = 0;
 	sFree = 0;
 	sGrace = (vNOGRACE -> 0 : TTL);
 	trace("store: RESTART without data\n")
@@ -379,32 +388,32 @@ inline storeTick() {
 	:: else -> if :: sFree < PICKUP -> sFree++ :: else -> skip fi
 	fi;
 	if :: sGrace > 0 -> sGrace-- :: else -> skip fi;
-	if :: qLeft[0] > 0 -> qLeft[0]-- :: else -> skip fi;
-	if :: qLeft[1] > 0 -> qLeft[1]-- :: else -> skip fi;
-	if :: qLeft[2] > 0 -> qLeft[2]-- :: else -> skip fi
+	if :: q[0].left > 0 -> q[0].left-- :: else -> skip fi;
+	if :: q[1].left > 0 -> q[1].left-- :: else -> skip fi;
+	if :: q[2].left > 0 -> q[2].left-- :: else -> skip fi
 }
 
 /* ---------------- the environment ---------------- */
 
 /* owned: some Manager holds the store's holding or is acquiring it. */
-#define ownedBy(m) (sAtt == att[m] && !dead[m] && (holds(m) || (phase[m] == ACQ)))
+#define ownedBy(m) (sAtt == mg[m].att && !mg[m].dead && (holds(m) || (mg[m].phase == ACQ)))
 #define owned (ownedBy(0) || ownedBy(1) || ownedBy(2))
 
 /* managerTick: one tick of the Managers' clock. */
 inline managerTick(m) {
-	if :: dl[m] > 0 -> dl[m]-- :: else -> skip fi;
+	if :: mg[m].dl > 0 -> mg[m].dl-- :: else -> skip fi;
 	/* age counts only while an acquire or a renewal is awaited, up to the
 	   point where its answer is late anyway */
-	if :: age[m] < TTL - MARGIN && waiting[m] && (phase[m] == ACQ || renewing[m]) -> age[m]++ :: else -> skip fi;
+	if :: mg[m].age < TTL - MARGIN && mg[m].waiting && (mg[m].phase == ACQ || mg[m].renewing) -> mg[m].age++ :: else -> skip fi;
 	if
-	:: unconf[m] && relLeft[m] > 1 -> relLeft[m]--
-	:: unconf[m] && relLeft[m] == 1 && phase[m] != REL ->
+	:: mg[m].unconf && mg[m].relLeft > 1 -> mg[m].relLeft--
+	:: mg[m].unconf && mg[m].relLeft == 1 && mg[m].phase != REL ->
 		/* retryUnconfirmed: its TTL has passed, forget it */
-		relLeft[m] = 0; unconf[m] = false; relAtt[m] = 0; relTok[m] = 0
+		mg[m].relLeft = 0; mg[m].unconf = false; mg[m].relAtt = 0; mg[m].relTok = 0
 	:: else -> skip
 	fi;
-	renewDue[m] = (phase[m] == HELD);
-	pollDue[m] = (LIVE && phase[m] == POLL)
+	mg[m].renewDue = (mg[m].phase == HELD);
+	mg[m].pollDue = (LIVE && mg[m].phase == POLL)
 }
 
 /* tick: the clock advances one tick; (d) is counted here. */
@@ -424,7 +433,7 @@ inline tick() {
 /* quiet (LIVE): nothing is due within the tick: no message on its way, no
    answer or notice unread, no deadline or poll due. A tick while something is
    due is a pause (a Manager or the network slow for a tick): a fault. */
-#define dueM(m) (!dead[m] && ((phase[m] == HELD && dl[m] == 0) || (phase[m] == POLL && (pollDue[m] || notice[m]))))
+#define dueM(m) (!mg[m].dead && ((mg[m].phase == HELD && mg[m].dl == 0) || (mg[m].phase == POLL && (mg[m].pollDue || mg[m].notice))))
 #define quiet (net[0].stage == FREE && net[1].stage == FREE && net[2].stage == FREE && \
 	net[3].stage == FREE && net[4].stage == FREE && net[5].stage == FREE && \
 	!dueM(0) && !dueM(1) && !dueM(2))
@@ -456,9 +465,9 @@ active proctype Env() {
 		DRIFT = lhcfg("LH_DRIFT", 1); CLOSE = lhcfg("LH_CLOSE", 1); HANDOFF = lhcfg("LH_HANDOFF", 0);
 		DEAD = lhcfg("LH_DEAD", 0); LIVE = lhcfg("LH_LIVE", 0); V = lhcfg("LH_V", 0);
 	};
-	assert(!(LIVE && MAXRESTART > 0)); /* LIVE tokens have no clock part */
+	assert(!(LIVE && MAXRESTART > 0)); /* LIVE keeps no restart */
+	assert(NMGR * MAXATT <= 7 && MAXFAULT <= 7); /* the widths of att and faults */
 	atomic {
-		owner[0] = 1; owner[1] = 1; owner[2] = 2;
 		run Manager(0); run Manager(1);
 		if :: NMGR > 2 -> run Manager(2) :: else -> skip fi
 	}
@@ -495,19 +504,21 @@ end:	do
 		fi;
 		faults++;
 		if
-		:: net[s_].stage == REQ -> trace("net: M%d's %e (attempt %d token %d) lost\n", s_ / NSLOT, net[s_].kind, net[s_].att, net[s_].tok)
+		:: net[s_].stage == REQ && net[s_].kind == ACQUIRE -> trace("net: M%d's acquire (attempt %d) lost\n", s_ / NSLOT, net[s_].att)
+		:: net[s_].stage == REQ && net[s_].kind == RENEW -> trace("net: M%d's renew (attempt %d token %d) lost\n", s_ / NSLOT, net[s_].att, net[s_].tok)
+		:: net[s_].stage == REQ && net[s_].kind == RELEASE -> trace("net: M%d's release (attempt %d token %d) lost\n", s_ / NSLOT, net[s_].att, net[s_].tok)
 		:: else -> trace("net: the answer to M%d lost\n", s_ / NSLOT)
 		fi;
 		freeSlot(s_) }
 	/* lose a hand-off's notice */
 	:: atomic {
-		faults < MAXFAULT && (notice[0] || notice[1] || notice[2]) ->
+		faults < MAXFAULT && (mg[0].notice || mg[1].notice || mg[2].notice) ->
 		if
-		:: notice[0] -> i_ = 0
-		:: notice[1] -> i_ = 1
-		:: notice[2] -> i_ = 2
+		:: mg[0].notice -> i_ = 0
+		:: mg[1].notice -> i_ = 1
+		:: mg[2].notice -> i_ = 2
 		fi;
-		faults++; notice[i_] = false; trace("net: the notice to M%d lost\n", i_) }
+		faults++; mg[i_].notice = false; trace("net: the notice to M%d lost\n", i_) }
 	od
 }
 
@@ -519,7 +530,7 @@ end:	do
 inline unawait(m) {
 	if :: net[m * NSLOT].stage == REP -> freeSlot(m * NSLOT) :: else -> net[m * NSLOT].awaited = false fi;
 	if :: net[m * NSLOT + 1].stage == REP -> freeSlot(m * NSLOT + 1) :: else -> net[m * NSLOT + 1].awaited = false fi;
-	waiting[m] = false
+	mg[m].waiting = false
 }
 
 /* canSend: a slot is free once the answer awaited (if any) is dropped. */
@@ -529,7 +540,7 @@ inline unawait(m) {
    counts from now (acqSent, renewSent). */
 inline send(m, k, a, t) {
 	unawait(m);
-	waiting[m] = true; age[m] = 0;
+	mg[m].waiting = true; mg[m].age = 0;
 	/* age counts only for an acquire or a renewal */
 	if
 	:: net[m * NSLOT].stage == FREE -> s_ = m * NSLOT
@@ -542,56 +553,56 @@ inline send(m, k, a, t) {
 
 /* forget clears the attempt and holding (the model keeps no stale state). */
 inline forget(m) {
-	att[m] = 0; tok[m] = 0; dl[m] = 0; age[m] = 0;
-	renewing[m] = false; renewDue[m] = false; pollDue[m] = false; notice[m] = false
+	mg[m].att = 0; mg[m].tok = 0; mg[m].dl = 0; mg[m].age = 0;
+	mg[m].renewing = false; mg[m].renewDue = false; mg[m].pollDue = false; mg[m].notice = false
 }
 
 /* startRelease: release (attempt, token) detached; token 0 means whatever
    holding the attempt made (and, HANDOFF, its queue entry). */
 inline startRelease(m, a, t) {
-	assert(relAtt[m] == 0);
-	relAtt[m] = a; relTok[m] = t; unconf[m] = false; relLeft[m] = 0;
-	forget(m); phase[m] = REL;
+	assert(mg[m].relAtt == 0);
+	mg[m].relAtt = a; mg[m].relTok = t; mg[m].unconf = false; mg[m].relLeft = 0;
+	forget(m); mg[m].phase = REL;
 	trace("M%d: release attempt %d token %d\n", m, a, t);
-	send(m, RELEASE, relAtt[m], relTok[m])
+	a_ = mg[m].relAtt; t_ = mg[m].relTok; send(m, RELEASE, a_, t_)
 }
 
 /* startNext: a new acquire attempt with its own attempt id. */
 inline startNext(m) {
-	nAcq[m]++; att[m] = m * MAXATT + nAcq[m];
-	phase[m] = ACQ;
-	trace("M%d: acquire attempt %d\n", m, att[m]);
-	send(m, ACQUIRE, att[m], 0)
+	mg[m].nAcq++; mg[m].att = m * MAXATT + mg[m].nAcq;
+	mg[m].phase = ACQ;
+	trace("M%d: acquire attempt %d\n", m, mg[m].att);
+	a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
 }
 
 /* hold: a claimed grant becomes the holding. */
 inline hold(m, t) {
-	dl[m] = localDeadline(m);
-	phase[m] = HELD; tok[m] = t; renewing[m] = false; renewDue[m] = false; age[m] = 0; notice[m] = false;
+	mg[m].dl = localDeadline(m);
+	mg[m].phase = HELD; mg[m].tok = t; mg[m].renewing = false; mg[m].renewDue = false; mg[m].age = 0; mg[m].notice = false;
 	if :: m == 1 -> acquired1 = true :: else -> skip fi;
-	trace("M%d: HOLDS token %d for %d ticks\n", m, t, dl[m])
+	trace("M%d: HOLDS token %d for %d ticks\n", m, t, mg[m].dl)
 }
 
 /* lose: the holding is lost; release it in case the store still has it. */
 inline lose(m) {
-	trace("M%d: LOST token %d\n", m, tok[m]);
-	t_ = tok[m]; a_ = att[m];
+	trace("M%d: LOST token %d\n", m, mg[m].tok);
+	t_ = mg[m].tok; a_ = mg[m].att;
 	startRelease(m, a_, t_)
 }
 
 #define hasRep(m) (net[m * NSLOT].stage == REP || net[m * NSLOT + 1].stage == REP)
 #define repSlot(m) (net[m * NSLOT].stage == REP -> m * NSLOT : m * NSLOT + 1)
 /* the deadline check comes first, whatever the message (handle) */
-#define pastDeadline(m) (phase[m] == HELD && dl[m] == 0)
-#define late(m) (!vRECVDEADLINE && age[m] >= TTL - MARGIN)
+#define pastDeadline(m) (mg[m].phase == HELD && mg[m].dl == 0)
+#define late(m) (!vRECVDEADLINE && mg[m].age >= TTL - MARGIN)
 /* the call awaited fails: its message was lost, or it times out while the
    request is still in the network (a fault: it may be applied later) */
-#define callFails(m) (waiting[m] && !hasRep(m) && !pastDeadline(m) && canSend(m) && \
+#define callFails(m) (mg[m].waiting && !hasRep(m) && !pastDeadline(m) && canSend(m) && \
 	(!((net[m * NSLOT].stage == REQ && net[m * NSLOT].awaited) || (net[m * NSLOT + 1].stage == REQ && net[m * NSLOT + 1].awaited)) || faults < MAXFAULT))
 
 /* take reads the answer awaited into r_ and rt_ and frees its slot. */
 inline take(m) {
-	s_ = repSlot(m); r_ = net[s_].res; rt_ = net[s_].rtok; freeSlot(s_); waiting[m] = false
+	s_ = repSlot(m); r_ = net[s_].res; rt_ = net[s_].rtok; freeSlot(s_); mg[m].waiting = false
 }
 
 /* fail: the call awaited failed (counted as a fault when its request is
@@ -610,123 +621,168 @@ inline fail(m) {
    queue, releasing the hand-off it may have been given (leaveQueue). */
 inline leaveWaiting(m) {
 	if
-	:: HANDOFF -> a_ = att[m]; startRelease(m, a_, 0)
-	:: else -> forget(m); phase[m] = IDLE
+	:: HANDOFF -> a_ = mg[m].att; startRelease(m, a_, 0)
+	:: else -> forget(m); mg[m].phase = IDLE
+	fi
+}
+
+/* ---- the lease actor's decisions (lease_actor.go, unconfirmed.go) */
+
+/* releaseThenReply: give back the grant of the attempt in progress (token 0:
+   whatever it got) before the caller hears of it. */
+inline releaseThenReply(m, t) {
+	a_ = mg[m].att; startRelease(m, a_, t)
+}
+
+/* onHoldTick: past the local deadline the holding is lost, whatever else is
+   due (handle checks it first). */
+inline onHoldTick(m) {
+	lose(m)
+}
+
+/* retryUnconfirmed: an unconfirmed release is sent again (before the next
+   acquire, or on its timer) until confirmed or its TTL has passed. */
+inline retryUnconfirmed(m) {
+	trace("M%d: retry the unconfirmed release of attempt %d\n", m, mg[m].relAtt);
+	mg[m].phase = REL; a_ = mg[m].relAtt; t_ = mg[m].relTok; send(m, RELEASE, a_, t_)
+}
+
+/* onAcquireResult: the store's answer to the attempt in progress. */
+inline onAcquireResult(m) {
+	take(m);
+	if
+	:: r_ == R_OK && !mg[m].closing && !late(m) -> hold(m, rt_)
+	:: r_ == R_OK && mg[m].closing ->
+		trace("M%d: granted token %d after Close\n", m, rt_);
+		releaseThenReply(m, rt_)
+	:: r_ == R_OK && late(m) ->
+		trace("M%d: grant token %d arrived after its local deadline\n", m, rt_);
+		releaseThenReply(m, rt_)
+	:: r_ == R_OK && !mg[m].closing && !late(m) && mayGiveUp(m) ->
+		/* !Ticket.Claim(): startRelease without a reply */
+		trace("M%d: caller gave up while token %d was on its way\n", m, rt_);
+		a_ = mg[m].att; startRelease(m, a_, rt_)
+	:: r_ == R_BUSY && mg[m].closing -> leaveWaiting(m)
+	:: r_ == R_BUSY && !mg[m].closing ->
+		/* polling: the same attempt again after the retry tick */
+		trace("M%d: attempt %d refused; poll\n", m, mg[m].att);
+		mg[m].phase = POLL; mg[m].pollDue = false; mg[m].age = 0
+	:: r_ == R_BUSY && !mg[m].closing && mayGiveUp(m) ->
+		trace("M%d: attempt %d refused; its caller does not wait\n", m, mg[m].att);
+		leaveWaiting(m)
+	fi
+}
+
+/* onCallFailed: the call awaited failed (an error: it may have been
+   applied, or be applied later). onAcquireResult with an error retries the
+   same attempt (the backend's own retry) or gives up and cleans up;
+   onRenewResult retries until the local deadline; settleRelease keeps the
+   release as unconfirmed (but not during Close). */
+inline onCallFailed(m) {
+	fail(m);
+	if
+	:: mg[m].phase == ACQ && !mg[m].closing ->
+		trace("M%d: retry attempt %d\n", m, mg[m].att);
+		a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+	:: mg[m].phase == ACQ && (mg[m].closing || mayGiveUp(m)) ->
+		trace("M%d: give up attempt %d, clean up\n", m, mg[m].att);
+		releaseThenReply(m, 0)
+	:: mg[m].phase == HELD ->
+		mg[m].renewing = false; mg[m].renewDue = true; mg[m].age = 0;
+		trace("M%d: renewal not confirmed\n", m)
+	:: mg[m].phase == REL && !mg[m].closing ->
+		trace("M%d: release not confirmed\n", m);
+		if :: !mg[m].unconf -> mg[m].unconf = true; mg[m].relLeft = TTL :: else -> skip fi;
+		mg[m].phase = IDLE
+	:: mg[m].phase == REL && mg[m].closing ->
+		/* during Close what could not be released is left to expire */
+		mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
+	fi
+}
+
+/* onRenewResult: a confirmed renewal moves the local deadline; ErrNotHeld
+   loses the holding. */
+inline onRenewResult(m) {
+	take(m);
+	mg[m].renewing = false;
+	if
+	:: r_ == R_OK -> mg[m].dl = localDeadline(m); mg[m].age = 0;
+		trace("M%d: renewed token %d for %d ticks\n", m, mg[m].tok, mg[m].dl)
+	:: r_ == R_NOTHELD -> lose(m)
+	fi
+}
+
+/* onReleaseResult: the store answered; the release is done with. */
+inline onReleaseResult(m) {
+	take(m);
+	mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
+}
+
+/* pollAgain: the retry tick (RetryTick), or HANDOFF's notice (wake), and
+   startNext sends the waiter's attempt again: with a hand-off, the pickup. */
+inline pollAgain(m) {
+	if :: mg[m].notice -> trace("M%d: notice: pick up\n", m) :: else -> skip fi;
+	mg[m].notice = false; mg[m].pollDue = false; mg[m].phase = ACQ;
+	a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+}
+
+/* onWaitTimeout, dropWaiter: the waiter gives up. */
+inline onWaitTimeout(m) {
+	trace("M%d: waiter gives up\n", m); leaveWaiting(m)
+}
+
+/* startRenew: renew the holding (attempt and token). */
+inline startRenew(m) {
+	mg[m].renewing = true; mg[m].renewDue = false;
+	trace("M%d: renew token %d\n", m, mg[m].tok);
+	a_ = mg[m].att; t_ = mg[m].tok; send(m, RENEW, a_, t_)
+}
+
+/* onRelease: the caller releases the holding. */
+inline onRelease(m) {
+	trace("M%d: Release\n", m);
+	a_ = mg[m].att; t_ = mg[m].tok; startRelease(m, a_, t_)
+}
+
+/* onShutdown: Manager.Close. */
+inline onShutdown(m) {
+	mg[m].closing = true; trace("M%d: Close\n", m);
+	if
+	:: mg[m].phase == HELD -> a_ = mg[m].att; t_ = mg[m].tok; startRelease(m, a_, t_)
+	:: mg[m].phase == POLL -> leaveWaiting(m)
+	:: mg[m].phase == REL && mg[m].unconf ->
+		/* a retry of an unconfirmed release: Close does not wait for it */
+		unawait(m); mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
+	:: mg[m].phase == IDLE && mg[m].unconf ->
+		mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0
+	:: else -> skip /* an acquire in flight: its result releases any grant */
 	fi
 }
 
 proctype Manager(byte m) {
 end:	do
-	/* onHoldTick: past the local deadline the holding is lost, first */
-	:: atomic { pastDeadline(m) && canSend(m) -> lose(m) }
-
-	/* retryUnconfirmed, then startNext */
-	:: atomic { phase[m] == IDLE && unconf[m] && !closing[m] && canSend(m) ->
-		trace("M%d: retry the unconfirmed release of attempt %d\n", m, relAtt[m]);
-		phase[m] = REL; send(m, RELEASE, relAtt[m], relTok[m]) }
-	:: atomic { phase[m] == IDLE && !unconf[m] && !closing[m] && canSend(m) && wantsNext(m) -> startNext(m) }
-
-	/* onAcquireResult */
-	:: atomic { phase[m] == ACQ && hasRep(m) -> take(m);
-		if
-		:: r_ == R_OK && !closing[m] && !late(m) -> hold(m, rt_)
-		:: r_ == R_OK && closing[m] ->
-			trace("M%d: granted token %d after Close\n", m, rt_);
-			a_ = att[m]; startRelease(m, a_, rt_) /* releaseThenReply */
-		:: r_ == R_OK && late(m) ->
-			trace("M%d: grant token %d arrived after its local deadline\n", m, rt_);
-			a_ = att[m]; startRelease(m, a_, rt_) /* releaseThenReply */
-		:: r_ == R_OK && !closing[m] && !late(m) && mayGiveUp(m) ->
-			trace("M%d: caller gave up while token %d was on its way\n", m, rt_);
-			a_ = att[m]; startRelease(m, a_, rt_) /* !Ticket.Claim() */
-		:: r_ == R_BUSY && closing[m] -> leaveWaiting(m)
-		:: r_ == R_BUSY && !closing[m] ->
-			trace("M%d: attempt %d refused; poll\n", m, att[m]);
-			phase[m] = POLL; pollDue[m] = false; age[m] = 0
-		:: r_ == R_BUSY && !closing[m] && mayGiveUp(m) ->
-			trace("M%d: attempt %d refused; its caller does not wait\n", m, att[m]);
-			leaveWaiting(m)
-		fi }
-
-	/* the call awaited failed: onAcquireResult (an error: retry the same
-	   attempt, or give up and clean up), onRenewResult, onReleaseResult */
-	:: atomic { callFails(m) -> fail(m);
-		if
-		:: phase[m] == ACQ && !closing[m] ->
-			trace("M%d: retry attempt %d\n", m, att[m]);
-			send(m, ACQUIRE, att[m], 0)
-		:: phase[m] == ACQ && (closing[m] || mayGiveUp(m)) ->
-			/* releaseThenReply with token 0 */
-			trace("M%d: give up attempt %d, clean up\n", m, att[m]);
-			a_ = att[m]; startRelease(m, a_, 0)
-		:: phase[m] == HELD ->
-			/* onRenewResult: not confirmed; retry until the local deadline */
-			renewing[m] = false; renewDue[m] = true; age[m] = 0; trace("M%d: renewal not confirmed\n", m)
-		:: phase[m] == REL && !closing[m] ->
-			/* settleRelease: unconfirmed, retried while its holding may live */
-			trace("M%d: release not confirmed\n", m);
-			if :: !unconf[m] -> unconf[m] = true; relLeft[m] = TTL :: else -> skip fi;
-			phase[m] = IDLE
-		:: phase[m] == REL && closing[m] ->
-			/* settleRelease during Close: left to expire */
-			relAtt[m] = 0; relTok[m] = 0; unconf[m] = false; relLeft[m] = 0; phase[m] = IDLE
-		fi }
-
-	/* onRenewResult */
-	:: atomic { phase[m] == HELD && dl[m] > 0 && hasRep(m) -> take(m);
-		renewing[m] = false;
-		if
-		:: r_ == R_OK -> dl[m] = localDeadline(m); age[m] = 0;
-			trace("M%d: renewed token %d for %d ticks\n", m, tok[m], dl[m])
-		:: r_ == R_NOTHELD -> lose(m)
-		fi }
-
-	/* onReleaseResult: the store answered; it is done with */
-	:: atomic { phase[m] == REL && hasRep(m) -> take(m);
-		relAtt[m] = 0; relTok[m] = 0; unconf[m] = false; relLeft[m] = 0; phase[m] = IDLE }
-
-	/* polling: the retry tick (or, HANDOFF, wake on the hand-off's notice)
-	   sends the same attempt again: the pickup */
-	:: atomic { phase[m] == POLL && canSend(m) && (!LIVE || pollDue[m] || notice[m]) ->
-		if :: notice[m] -> trace("M%d: notice: pick up\n", m) :: else -> skip fi;
-		notice[m] = false; pollDue[m] = false; phase[m] = ACQ;
-		send(m, ACQUIRE, att[m], 0) }
-	/* onWaitTimeout, dropWaiter: the waiter gives up */
-	:: atomic { phase[m] == POLL && canSend(m) && mayGiveUp(m) ->
-		trace("M%d: waiter gives up\n", m); leaveWaiting(m) }
+	:: atomic { pastDeadline(m) && canSend(m) -> onHoldTick(m) }
+	:: atomic { mg[m].phase == IDLE && mg[m].unconf && !mg[m].closing && canSend(m) -> retryUnconfirmed(m) }
+	:: atomic { mg[m].phase == IDLE && !mg[m].unconf && !mg[m].closing && canSend(m) && wantsNext(m) -> startNext(m) }
+	:: atomic { mg[m].phase == ACQ && hasRep(m) -> onAcquireResult(m) }
+	:: atomic { callFails(m) -> onCallFailed(m) }
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && hasRep(m) -> onRenewResult(m) }
+	:: atomic { mg[m].phase == REL && hasRep(m) -> onReleaseResult(m) }
+	:: atomic { mg[m].phase == POLL && canSend(m) && (!LIVE || mg[m].pollDue || mg[m].notice) -> pollAgain(m) }
+	:: atomic { mg[m].phase == POLL && canSend(m) && mayGiveUp(m) -> onWaitTimeout(m) }
 	/* a dead contender: its Manager dies while it waits */
-	:: atomic { phase[m] == POLL && mayDie(m) && !dead[m] ->
-		dead[m] = true; forget(m); phase[m] = CLOSED; trace("M%d DIES while it waits\n", m) }
-
-	/* while holding: startRenew (when due), onRelease */
-	:: atomic { phase[m] == HELD && dl[m] > 0 && !renewing[m] && renewDue[m] && mayRenew(m) && canSend(m) ->
-		renewing[m] = true; renewDue[m] = false;
-		trace("M%d: renew token %d\n", m, tok[m]);
-		send(m, RENEW, att[m], tok[m]) }
-	:: atomic { phase[m] == HELD && dl[m] > 0 && canSend(m) ->
-		trace("M%d: Release\n", m);
-		a_ = att[m]; t_ = tok[m]; startRelease(m, a_, t_) }
-
-	/* onShutdown (Manager.Close) */
-	:: atomic { mayClose(m) && !closing[m] && !dead[m] && canSend(m) && !pastDeadline(m) ->
-		closing[m] = true; trace("M%d: Close\n", m);
-		if
-		:: phase[m] == HELD -> a_ = att[m]; t_ = tok[m]; startRelease(m, a_, t_)
-		:: phase[m] == POLL -> leaveWaiting(m)
-		:: phase[m] == REL && unconf[m] ->
-			/* a retry of an unconfirmed release: Close does not wait for it */
-			unawait(m); relAtt[m] = 0; relTok[m] = 0; unconf[m] = false; relLeft[m] = 0; phase[m] = IDLE
-		:: phase[m] == IDLE && unconf[m] ->
-			relAtt[m] = 0; relTok[m] = 0; unconf[m] = false; relLeft[m] = 0
-		:: else -> skip /* an acquire in flight: its result releases any grant */
-		fi }
-	:: atomic { phase[m] == IDLE && closing[m] -> phase[m] = CLOSED; trace("M%d: closed\n", m) }
-	:: atomic { phase[m] == CLOSED -> break }
+	:: atomic { mg[m].phase == POLL && mayDie(m) && !mg[m].dead ->
+		mg[m].dead = true; forget(m); mg[m].phase = CLOSED; trace("M%d DIES while it waits\n", m) }
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && !mg[m].renewing && mg[m].renewDue && mayRenew(m) && canSend(m) -> startRenew(m) }
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && canSend(m) -> onRelease(m) }
+	:: atomic { mayClose(m) && !mg[m].closing && !mg[m].dead && canSend(m) && !pastDeadline(m) -> onShutdown(m) }
+	:: atomic { mg[m].phase == IDLE && mg[m].closing -> mg[m].phase = CLOSED; trace("M%d: closed\n", m) }
+	:: atomic { mg[m].phase == CLOSED -> break }
 	od
 }
 
 #define twoHold ((holds(0) && holds(1)) || (holds(0) && holds(2)) || (holds(1) && holds(2)))
-#define staleHolds ((holds(0) && tok[0] != lastTok) || (holds(1) && tok[1] != lastTok) || (holds(2) && tok[2] != lastTok))
+#define staleHolds ((holds(0) && mg[0].tok != lastTok) || (holds(1) && mg[1].tok != lastTok) || (holds(2) && mg[2].tok != lastTok))
 
 /* The monitor: checked in every reachable state.
    (a) no two Managers hold the name with their local deadlines not passed;
