@@ -21,14 +21,38 @@
  * DRIFT ticks on the Managers' (clock drift within the margin).
  *
  * Names shared with the Go code (same decision, same name): startNext,
- * onAcquireResult, hold, startRenew, onRenewResult, onHoldTick, lose,
- * onRelease, startRelease, releaseThenReply, onReleaseResult, settleRelease,
- * retryUnconfirmed, onShutdown, localDeadline, safetyMargin (MARGIN), wake
- * (a release notice), onWaitTimeout (a waiter gives up); the store's
- * Backend.Acquire/Renew/Release are storeAcquire/storeRenew/storeRelease.
- * The hand-off design's own names (enqueue, handOff, leaveQueue, pickup
- * window, turn) are those of HANDOFF.md.
+ * onAcquireResult (its error branch: onCallFailed), hold, releaseThenReply,
+ * startRenew, onRenewResult, onHoldTick, lose, onRelease, startRelease,
+ * onReleaseResult, settleRelease (in onCallFailed), retryUnconfirmed,
+ * onShutdown, onWaitTimeout (a waiter gives up), localDeadline, safetyMargin
+ * (MARGIN); polling's RetryTick and wake are pollAgain. The store's
+ * Backend.Acquire/Renew/Release (acquire.lua, renew.lua, release.lua) are
+ * storeAcquire/storeRenew/storeRelease; newToken is acquire.lua's token. The
+ * hand-off design's names (enqueue, handOff, pickup window, the head's turn,
+ * leaveWaiting = the clean-up release that leaves the queue) are those of
+ * HANDOFF.md.
  *
+ * The properties (each assertion names its own; model_test.go runs them):
+ * (a) a_twoHolders: no two Managers hold the name with their local deadlines
+ *     not passed;
+ * (b) b_staleHolder: a Manager that holds has the newest token ever granted,
+ *     so a resource that refuses tokens lower than the highest it has seen
+ *     accepts no write from a holding that is not the newest;
+ * (c) c_tokensIncrease: every new grant's token is above every earlier one,
+ *     restarts included;
+ * (d) d_unownedLonger: a live grant that no Manager holds or is acquiring
+ *     (its Manager believes it does not hold it) ends within the TTL of the
+ *     last request that made or extended it (a hand-off: of the release);
+ * (e) with weak fairness (the liveness verifier, LIVE), once the holder's
+ *     release is applied the waiting Manager eventually holds the name (the
+ *     LTL formula e below); and e_deadContenderDelays: the store never
+ *     refuses a live contender because of a dead contender's turn (an
+ *     unclaimed hand-off, or the head's turn after an expiry) that began a
+ *     pickup window or more ago.
+ * The liveness runs assume timeliness besides fairness: within a tick every
+ * message is delivered and every answer, notice, due poll and passed deadline
+ * handled, unless a fault (a pause) lets the tick pass first.
+
  * The configuration is read when pan starts, from the environment (LH_*, see
  * readConfig), so that one compiled verifier checks every configuration and
  * every broken variant: the variables holding it are hidden (not part of the
@@ -459,6 +483,7 @@ inline deliver(sl) {
 }
 
 active proctype Env() {
+	/* readConfig: the configuration, from the environment (model_test.go) */
 	c_code {
 		NMGR = lhcfg("LH_NM", 3); TMAX = lhcfg("LH_TMAX", 0); MAXATT = lhcfg("LH_MAXATT", 2);
 		MAXFAULT = lhcfg("LH_MAXFAULT", 2); MAXRESTART = lhcfg("LH_MAXRESTART", 1);

@@ -64,10 +64,15 @@ const (
 	teeth        = "LH_NM=2 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=0"
 	teethHandoff = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=0 LH_MAXRESTART=0 LH_CLOSE=0 LH_HANDOFF=1 LH_DEAD=1"
 
-	// make model-deep.
-	deepSafety3 = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=1"
-	deepSafety2 = "LH_NM=2 LH_MAXATT=2 LH_MAXFAULT=2 LH_MAXRESTART=1 LH_CLOSE=1"
-	deepHandoff = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=1 LH_HANDOFF=1 LH_DEAD=1"
+	// make model-deep: larger bounds, each search still exhaustive. (Two
+	// faults with two attempts each, or with a hand-off a fault, a restart
+	// and Close together, are each beyond 50 million states: not run.)
+	deepSafety3       = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=1"
+	deepSafetyAtt     = "LH_NM=2 LH_MAXATT=2 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=1"
+	deepSafetyFaults  = "LH_NM=2 LH_MAXATT=1 LH_MAXFAULT=2 LH_MAXRESTART=1 LH_CLOSE=1"
+	deepHandoffFault  = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=0 LH_CLOSE=1 LH_HANDOFF=1 LH_DEAD=1"
+	deepHandoffReboot = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=0 LH_MAXRESTART=1 LH_CLOSE=1 LH_HANDOFF=1 LH_DEAD=1"
+	deepHandoffBoth   = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=0 LH_HANDOFF=1 LH_DEAD=1"
 	// M1's caller tries again after an error: one attempt more than faults.
 	deepLive = "LH_NM=3 LH_LIVE=1 LH_MAXATT=2 LH_MAXFAULT=1 LH_MAXRESTART=0 LH_CLOSE=0 LH_DEAD=1"
 )
@@ -111,8 +116,11 @@ func TestModel(t *testing.T) {
 	if deepRun() {
 		design = []check{
 			{name: "safety-3-managers", pan: safetyPan, cfg: deepSafety3},
-			{name: "safety-2-managers-2-attempts-2-faults", pan: safetyPan, cfg: deepSafety2},
-			{name: "handoff-safety", pan: safetyPan, cfg: deepHandoff},
+			{name: "safety-2-attempts", pan: safetyPan, cfg: deepSafetyAtt},
+			{name: "safety-2-faults", pan: safetyPan, cfg: deepSafetyFaults},
+			{name: "handoff-safety-fault", pan: safetyPan, cfg: deepHandoffFault},
+			{name: "handoff-safety-restart", pan: safetyPan, cfg: deepHandoffReboot},
+			{name: "handoff-safety-fault-restart", pan: safetyPan, cfg: deepHandoffBoth},
 			{name: "liveness", pan: livenessPan, cfg: deepLive},
 			{name: "handoff-liveness", pan: livenessPan, cfg: deepLive + " LH_HANDOFF=1"},
 		}
@@ -257,7 +265,7 @@ func run(t *testing.T, pans [2]string, c check) {
 	env := strings.Fields(c.cfg)
 	args := []string{"-m100000", "-w22"}
 	if deepRun() {
-		args = []string{"-m1000000", "-w28"}
+		args = []string{"-m1000000", "-w26"}
 	}
 	if c.pan == livenessPan {
 		args = append(args, "-a", "-f") // acceptance cycles, weak fairness
