@@ -46,7 +46,7 @@ fuzz:
 # model (actors/model) with larger bounds: three Managers with a fault, a
 # restart and Close; two attempts or two faults each; the hand-off design with
 # a fault, a restart, Close; liveness with a fault. Every search exhaustive
-# (about 70 million states, 3 GB at most); about 6 minutes of CPU.
+# (about 70 million states, under 4 GB of memory); about 7 minutes of CPU.
 model-deep:
 	LEASEHOLD_MODEL_DEEP=1 $(GO) test -count=1 -timeout 2h -v ./actors/model
 

@@ -304,7 +304,7 @@ inline handOff() {
 		a_ = q[0].att; dequeue(a_);
 		grant(a_, (vNOPICKUP -> TTL : PICKUP)); sPick = true;
 		mg[mgrOf(sAtt)].notice = true;
-		trace("store: hand-off to M%d attempt %d token %d for %d\n", mgrOf(sAtt), sAtt, sTok, sLeft)
+		trace("store: hand-off to M%d attempt %d token %d, %d ticks to pick it up\n", mgrOf(sAtt), sAtt, sTok, sLeft)
 	:: else -> sFree = 0
 	fi
 }
