@@ -1,368 +1,466 @@
 /*
  * lease.pml: one name's lease protocol, as decided by the lease actor
- * (actors/lease_actor.go, actors/timing.go) against a store that keeps the
- * backend contract (backend/backend.go). Checked by model_test.go.
+ * (actors/lease_actor.go, actors/unconfirmed.go, actors/timing.go) against a
+ * store that keeps the backend contract (backend/backend.go; the Redis scripts
+ * backend/redis/scripts/*.lua are one implementation), optionally with the
+ * waiter queue of the hand-off design (HANDOFF.md, issue #11). Checked by
+ * model_test.go, which reads the properties and variants from here.
  *
- * Three Managers (M0 and M1 configured with the same owner, M2 with another)
- * contend for one name. A store with server-side expiry, a fencing counter and
- * the restart grace answers them over a network that delays, reorders and
- * loses requests and replies. A resource fenced by token takes writes from
- * whoever believes it holds the name.
+ * Up to three Managers (M0 and M1 configured with the same owner, M2 with
+ * another) contend for one name. A store with server-side expiry, a fencing
+ * counter, the restart grace and (HANDOFF) the waiter queue answers them over
+ * a network that delays, reorders and loses requests and replies (a reply can
+ * be lost after the store applied the request), and reports an error while a
+ * request is still on its way (it may be applied later). A Manager can be
+ * paused for any time: it simply takes no step while the clock runs.
  *
- * Time is discrete: `now` is the Managers' clock in ticks and advances by
- * itself at any moment, so every step can be delayed past any number of ticks
- * (a paused Manager is one that takes no step while the clock runs; a delayed
- * message is one the network does not deliver). The store's clock is
- * now + skew and may run ahead by up to DRIFT ticks (clock drift within the
- * margin). The run is bounded: the clock stops at TMAX.
+ * Time is discrete. Every timer is kept as the ticks left or passed (and the
+ * time part of tokens relative to the last restart), so the state space stays
+ * finite while the clock runs for ever: the checks cover any number of ticks
+ * (TMAX can bound them, for experiments). The store's clock may gain up to
+ * DRIFT ticks on the Managers' (clock drift within the margin).
  *
- * Names shared with the Go code: startNext, onAcquireResult, hold, startRenew,
- * onRenewResult, onHoldTick (the deadline check, "lose"), lose, onRelease,
- * startRelease, releaseThenReply, onReleaseResult, onShutdown, localDeadline,
- * safetyMargin (MARGIN); the store's Acquire/Renew/Release are storeAcquire,
- * storeRenew, storeRelease.
+ * Names shared with the Go code (same decision, same name): startNext,
+ * onAcquireResult (its error branch: onCallFailed), hold, releaseThenReply,
+ * startRenew, onRenewResult, onHoldTick, lose, onRelease, startRelease,
+ * onReleaseResult, settleRelease (in onCallFailed), retryUnconfirmed,
+ * onShutdown, onWaitTimeout (a waiter gives up), localDeadline, safetyMargin
+ * (MARGIN); polling's RetryTick and wake are pollAgain. The store's
+ * Backend.Acquire/Renew/Release (acquire.lua, renew.lua, release.lua) are
+ * storeAcquire/storeRenew/storeRelease; newToken is acquire.lua's token. The
+ * hand-off design's names (enqueue, handOff, pickup window, the head's turn,
+ * leaveWaiting = the clean-up release that leaves the queue) are those of
+ * HANDOFF.md.
  *
- * Variants (spin -D), each breaking one decision of the design:
- *   NOMARGIN      safetyMargin = 0
- *   RECVDEADLINE  localDeadline taken when the answer arrives, not at send
- *   RELBYOWNER    the store releases by owner (token 0: whatever the owner
- *                 holds) instead of by holding
- *   SAMEOWNER     the store refreshes any live holding of the same owner
- *                 instead of only the same attempt's
- *   NOGRACE       no restart grace
- *   HANDOFF       the waiter queue with grant-on-release and pickup window:
- *                 THE DESIGN TO BE BUILT, not yet in the Go code
- *   NOPICKUP      (with HANDOFF) a handed-off grant lasts a whole TTL
- *   LIVE          the liveness configuration: M0 holds once and releases, M1
- *                 waits, (with HANDOFF) M2 queues and dies; faults bounded
+ * The properties (each assertion names its own; model_test.go runs them):
+ * (a) a_twoHolders: no two Managers hold the name with their local deadlines
+ *     not passed;
+ * (b) b_staleHolder: a Manager that holds has the newest token ever granted,
+ *     so a resource that refuses tokens lower than the highest it has seen
+ *     accepts no write from a holding that is not the newest;
+ * (c) c_tokensIncrease: every new grant's token is above every earlier one,
+ *     restarts included;
+ * (d) d_unownedLonger: a live grant that no Manager holds or is acquiring
+ *     (its Manager believes it does not hold it) ends within the TTL of the
+ *     last request that made or extended it (a hand-off: of the release);
+ * (e) with weak fairness (the liveness verifier, LIVE), once the holder's
+ *     release is applied the waiting Manager eventually holds the name (the
+ *     LTL formula e below); and e_deadContenderDelays: the store never
+ *     refuses a live contender because of a dead contender's turn (an
+ *     unclaimed hand-off, or the head's turn after an expiry) that began a
+ *     pickup window or more ago.
+ * The liveness runs assume timeliness besides fairness: within a tick every
+ * message is delivered and every answer, notice, due poll and passed deadline
+ * handled, unless a fault (a pause) lets the tick pass first.
+
+ * The configuration is read when pan starts, from the environment (LH_*, see
+ * readConfig), so that one compiled verifier checks every configuration and
+ * every broken variant: the variables holding it are hidden (not part of the
+ * state) and never change after the first step.
+ *
+ * What the abstraction leaves out: one name only (no cross-name effects, no
+ * renewal batching); local waiter queues (one waiter per Manager at a time;
+ * a one-attempt Acquire is a waiter that gives up after its first refusal,
+ * and so may enqueue and leave again); at most one request of a Manager's
+ * besides the one it awaits can still be in the network (NSLOT); the exact
+ * poll and retry delays (any timing is allowed instead; the liveness runs
+ * require a live Manager to poll once per tick and to react within the tick
+ * unless a fault pauses it); replicas and failover; a store that loses writes
+ * without restarting; writes travelling to the resource (a write is checked
+ * at the moment it is made); the engine's own token check (maxToken: the
+ * modelled store never breaks its promise, so it never fires). One tick is
+ * half the TTL: everything shorter is "within the tick".
  */
 
-#ifndef NM
-#define NM 3          /* Managers: 3, or 2 (M0 and M1) for the quick run */
-#endif
-#if defined(HANDOFF) && NM != 3
-#error HANDOFF needs three Managers
-#endif
 #ifndef TTL
-#define TTL 3         /* the one (and so the maximum) TTL, in ticks */
-#endif
-#ifdef NOMARGIN
-#define MARGIN 0
-#else
-#define MARGIN 1      /* safetyMargin(TTL) */
-#endif
-#ifndef DRIFT
-#define DRIFT 1       /* how far the store's clock may gain on the Managers' */
-#endif
-#ifndef TMAX
-#define TMAX 6        /* the clock stops here */
-#endif
-#ifndef MAXATT
-#define MAXATT 2      /* acquire attempts per Manager (safety configuration) */
-#endif
-#ifndef MAXFAULT
-#define MAXFAULT 2    /* lost messages and ambiguous failures, in all */
-#endif
-#ifndef MAXRESTART
-#define MAXRESTART 1  /* store restarts without data */
+#define TTL 2         /* the one (and so the longest) TTL, in ticks */
 #endif
 #define PICKUP 1      /* the hand-off's pickup window, in ticks */
+#define QTTL TTL      /* a queue entry's expiry, renewed by its waiter's polls */
 #define K 4           /* token units per tick of the store's clock */
-#define NSLOT 2       /* requests one Manager can have in the network */
+#define NSLOT 2       /* requests of one Manager that can be in the network */
+#define QCAP 3        /* waiter queue capacity (a full queue enqueues nothing) */
+
+/* ---- the configuration (hidden: constant after the first step) */
+hidden byte NMGR;       /* Managers: 2 or 3 */
+hidden byte TMAX;       /* the clock stops after TMAX ticks (0: it runs for ever) */
+hidden byte MAXATT;     /* acquire attempts per Manager */
+hidden byte MAXFAULT;   /* lost messages, early errors, lost notices, pauses (LIVE) */
+hidden byte MAXRESTART; /* store restarts without data */
+hidden byte DRIFT;      /* store ticks the store's clock may gain */
+hidden byte CLOSE;      /* the last Manager may be closed (Manager.Close) */
+hidden byte HANDOFF;    /* the store has the waiter queue of HANDOFF.md */
+hidden byte DEAD;       /* M2 may die while it waits (a dead contender) */
+hidden byte LIVE;       /* the liveness configuration (see the roles below) */
+hidden byte V;          /* the broken variant (bits), 0 for the design */
+
+/* The broken variants, each breaking one decision of the design. */
+#define vNOMARGIN    ((V & 1) != 0)   /* safetyMargin = 0 */
+#define vRECVDEADLINE ((V & 2) != 0)  /* localDeadline from the receive time */
+#define vRELBYOWNER  ((V & 4) != 0)   /* the store releases by owner, not by holding */
+#define vSAMEOWNER   ((V & 8) != 0)   /* the store refreshes any holding of the same owner */
+#define vNOGRACE     ((V & 16) != 0)  /* no restart grace */
+#define vNOPICKUP    ((V & 32) != 0)  /* a handed-off grant lasts a TTL, not the pickup window */
+#define vASWRITTEN   ((V & 64) != 0)  /* HANDOFF as first written: the head's turn after an expiry lasts as long as its entry */
+#define vCLOCKLESS   ((V & 128) != 0) /* tokens from the counter only (no clock part) */
+
+c_decl {
+	static int lhcfg(const char *k, int d) { const char *v = getenv(k); return v && *v ? atoi(v) : d; }
+}
+
+/* safetyMargin(TTL) */
+#define MARGIN (vNOMARGIN -> 0 : 1)
 
 /* ---- time */
-byte now;             /* the Managers' clock */
-byte skew;            /* the store's clock is now + skew */
-#define stime (now + skew)
-
-/* localDeadline: the send time of the request that produced the answer,
-   plus TTL, minus safetyMargin. RECVDEADLINE: the receive time instead. */
-#ifdef RECVDEADLINE
-#define localDeadline(sent) (now + TTL - MARGIN)
-#else
-#define localDeadline(sent) (sent + TTL - MARGIN)
-#endif
+byte now;             /* ticks so far, when TMAX bounds them (else 0) */
+unsigned sSince : 2;  /* store ticks since the last restart (saturates at TTL) */
+byte sBase;           /* the clock part of tokens at the last restart */
+unsigned skew : 2;    /* ticks the store's clock has gained */
+hidden byte clockT, sclockT; /* the two clocks for the trace (not state) */
 
 /* ---- the store, for the one name */
-byte sAtt;            /* attempt of the holding (0: no record) */
-byte sOwner;          /* its owner */
-byte sMgr;            /* ghost: the Manager that sent that attempt */
+unsigned sAtt : 3;    /* attempt of the live holding (0: none; expiry deletes it) */
 byte sTok;            /* its token */
-byte sExp;            /* its expiry on the store's clock */
+unsigned sLeft : 2;   /* store ticks until it expires */
+bit sPick;            /* HANDOFF: it is a hand-off not yet picked up */
 byte sCounter;        /* the fencing counter (lost on restart) */
-byte sGraceUntil;     /* restart grace: no new record before this store time */
-byte restarts;
-#ifdef HANDOFF
-byte qAtt[NM];        /* waiter queue (attempts) */
-byte qMgr[NM];
-byte qLen;
-bool sPick;           /* the holding is a hand-off not yet picked up */
-byte sPickAt;         /* when it was handed off (store time) */
-#endif
+unsigned sGrace : 2;  /* store ticks of restart grace left */
+unsigned restarts : 2;
+typedef Entry {
+	unsigned att : 3;     /* a waiting attempt */
+	unsigned left : 2     /* store ticks until the entry expires */
+};
+Entry q[QCAP];        /* HANDOFF: the waiter queue, head first */
+unsigned qLen : 2;
+unsigned sFree : 2;   /* HANDOFF: store ticks since the name became free (saturates at PICKUP) */
 
-#define live (sAtt != 0 && stime < sExp)
+#define mgrOf(a) (((a) - 1) / MAXATT)   /* attempt ids are per Manager (instance.n) */
+#define live (sAtt != 0)
 
 /* ---- ghosts for the properties */
 byte lastTok;         /* the newest token ever granted (survives restarts) */
-byte unowned;         /* ticks the live holding has been owned by nobody */
-bool released0;       /* LIVE: the store applied M0's release of its holding */
-bool acquired1;       /* LIVE: M1 acquired */
-/* scratch, not part of the state (BFS, used for the shortest counterexamples,
-   cannot have hidden variables: they are then plain, and kept 0 between steps) */
-#ifdef BFSRUN
-#define HIDDEN
-#else
-#define HIDDEN hidden
-#endif
-HIDDEN byte tok_;
-HIDDEN byte i_, deq_;
-HIDDEN byte slot_, res_, rtok_;
+unsigned unowned : 3; /* ticks the live holding has been owned by nobody */
+bit released0;        /* LIVE: the store applied M0's release of its holding */
+bit acquired1;        /* LIVE: M1 has held the name */
+
+/* Each assertion names its property (model_test.go reads the name from a
+   violation): these are always 0. */
+hidden byte a_twoHolders, b_staleHolder, c_tokensIncrease, d_unownedLonger, e_deadContenderDelays;
+
+/* scratch (hidden: always written before it is read within one step) */
+hidden byte s_, i_, a_, b_, t_, r_, rt_;
 
 /* ---- the network: per Manager, NSLOT requests in flight or answered */
 #define FREE 0
 #define REQ  1        /* on its way to the store */
 #define REP  2        /* applied; the answer is on its way back */
-mtype = { ACQUIRE, RENEW, RELEASE };
+#define ACQUIRE 1
+#define RENEW   2
+#define RELEASE 3
 #define R_OK      1   /* acquired / renewed / released */
 #define R_BUSY    2   /* Grant{Acquired:false} */
 #define R_NOTHELD 3   /* ErrNotHeld */
-#define R_ERR     4   /* an error: applied or not, nobody knows */
 typedef Slot {
-	byte stage;
-	mtype kind;
-	bool awaited; /* its Manager still awaits the answer (Seq matches) */
-	byte att;
+	unsigned stage : 2;
+	unsigned kind : 2;    /* ACQUIRE, RENEW, RELEASE */
+	bit awaited;          /* its Manager still awaits the answer (Seq matches) */
+	unsigned att : 3;
 	byte tok;
-	byte res;     /* the store's answer */
-	byte rtok;    /* the token in it */
+	unsigned res : 2;     /* the store's answer */
+	byte rtok;            /* the token in it */
 };
-Slot net[NM * NSLOT];
-byte faults;
+Slot net[6];
+unsigned faults : 3;
 
 /* ---- the lease actor, one per Manager */
 #define IDLE   0
 #define ACQ    1      /* op == opAcquiring */
 #define HELD   2      /* cur != nil */
 #define REL    3      /* op == opReleasing */
-#define CLOSED 4
-byte owner[NM];
-byte phase[NM];
-byte att[NM];         /* the attempt in progress, or the holding's */
-byte tok[NM];         /* the holding's token */
-byte deadline[NM];    /* cur.deadline */
-byte acqSent[NM];     /* acqSent */
-byte renewSent[NM];   /* cur.renewSent */
-bool renewing[NM];    /* cur.renewing */
-bool waiting[NM];     /* an answer is awaited (the Seq of the call in flight) */
-byte nAcq[NM];        /* attempts made */
-byte relAtt[NM];      /* an unconfirmed release to retry before the next acquire */
-byte relTok[NM];
-byte relLive[NM];     /* until when its holding may be live */
-bool closing[NM];     /* Close was called (shutdown) */
-bool dead[NM];        /* LIVE: the contender died */
-byte nextAtt = 1;     /* attempt ids are unique across Managers */
+#define POLL   4      /* polling: the head waiter waits for a retry tick or a notice */
+#define CLOSED 5
+typedef Mgr {
+	unsigned phase : 3;
+	unsigned att : 3;     /* the attempt in progress, or the holding's */
+	byte tok;             /* the holding's token */
+	unsigned dl : 2;      /* ticks left until cur.deadline (HELD) */
+	unsigned age : 2;     /* ticks since the acquire or renewal in flight was sent (acqSent, renewSent) */
+	bit renewing;         /* cur.renewing */
+	bit renewDue;         /* cur.nextRenew has come (set by each tick) */
+	bit pollDue;          /* the poll's retry tick has come (set by each tick) */
+	bit waiting;          /* an answer is awaited (the Seq of the call in flight) */
+	unsigned nAcq : 3;    /* attempts made */
+	unsigned relAtt : 3;  /* the release in flight, or unconfirmed (pendingRelease) */
+	byte relTok;
+	unsigned relLeft : 2; /* ticks until an unconfirmed release's holding has surely expired (until) */
+	bit unconf;           /* relAtt is unconfirmed (in a.unconfirmed) */
+	bit closing;          /* Close was called (a.shutdown) */
+	bit dead;             /* the Manager died (a dead contender) */
+	bit notice            /* HANDOFF: a hand-off's notice on its way to it */
+};
+Mgr mg[3];
+/* M0 and M1 are configured with the same owner, M2 with another */
+#define owner(m) ((m) < 2 -> 1 : 2)
 
 /* holds: the Manager has the name and its local deadline has not passed. */
-#define holds(m) (phase[m] == HELD && now < deadline[m])
+#define holds(m) (mg[m].phase == HELD && mg[m].dl > 0)
 
-#define trace(...) printf("t=%d st=%d  ", now, stime); printf(__VA_ARGS__)
+#define trace(...) printf("t=%d st=%d  ", clockT, sclockT); printf(__VA_ARGS__)
 
-#define inFlight(m) ((net[m * NSLOT].stage != FREE && net[m * NSLOT].awaited) || (net[m * NSLOT + 1].stage != FREE && net[m * NSLOT + 1].awaited))
-#ifdef LIVE
-#define PREMATURE false
-#else
-#define PREMATURE (faults < MAXFAULT)
-#endif
-#ifdef HANDOFF
-#define HAS_DEAD true
-#else
-#define HAS_DEAD false
-#endif
-#ifdef LIVE
-#define GAVEUP(m) (m == 2)
-#else
-#define GAVEUP(m) true
-#endif
+/* localDeadline: ticks left from now to the send time of the request that
+   produced the answer, plus TTL, minus safetyMargin (0: passed).
+   RECVDEADLINE: from the receive time instead. */
+#define localDeadline(m) (vRECVDEADLINE -> TTL - MARGIN : (mg[m].age < TTL - MARGIN -> TTL - MARGIN - mg[m].age : 0))
+
+/* ---- roles: which decisions a Manager may take (all of them in the safety
+   runs). LIVE: M0 holds once and releases; M1 waits for the name until it
+   has it (its caller tries again after an error); M2 waits once and may die
+   while it waits, give up, or hold and release without renewing. */
+#define wantsNext(m) (mg[m].nAcq < (LIVE && m != 1 -> 1 : MAXATT))
+#define mayGiveUp(m) (!LIVE || m == 2)         /* a caller that gives up (cancel, timeout) */
+#define mayRenew(m)  (!LIVE || m == 0)
+#define mayDie(m)    (DEAD && m == 2)
+#define mayClose(m)  (CLOSE && m == NMGR - 1)
 
 /* ---------------- the store ---------------- */
 
-#ifdef HANDOFF
-/* handOff gives a released (or un-picked-up) name to the head waiter, as a
-   holding that lasts the pickup window unless picked up. */
-inline handOff() {
-	if
-	:: qLen > 0 && sAtt == 0 ->
-		tok_ = sCounter + 1;
-		if :: tok_ < stime * K -> tok_ = stime * K :: else -> skip fi;
-		assert(tok_ > lastTok); /* (c) */
-		lastTok = tok_; sCounter = tok_;
-		sAtt = qAtt[0]; sMgr = qMgr[0]; sOwner = owner[sMgr]; sTok = tok_; tok_ = 0;
-#ifdef NOPICKUP
-		sExp = stime + TTL;
-#else
-		sExp = stime + PICKUP;
-#endif
-		sPick = true; sPickAt = stime;
-		qAtt[0] = qAtt[1]; qMgr[0] = qMgr[1];
-		qAtt[1] = qAtt[2]; qMgr[1] = qMgr[2];
-		qAtt[2] = 0; qMgr[2] = 0;
-		qLen--;
-		trace("store: hand-off to M%d attempt %d token %d until %d\n", sMgr, sAtt, sTok, sExp)
-	:: else -> skip
-	fi
+/* newToken: max(counter + 1, store clock), as acquire.lua does, with the
+   clock kept relative so that time can run for ever. Until the first restart
+   only the order of tokens matters, and the counter alone gives the order
+   the clock would (both grow with every grant): the clock part is left out.
+   A restart forgets the counter, not the clock: at the restart the clock (in
+   token units) is taken to be at most K - 1 behind the newest token (the
+   counter runs ahead of the clock only by the grants of one tick, fewer than
+   K), and it gains K per store tick after it (counted up to the TTL, when it
+   is surely past every earlier token). */
+inline newToken() {
+	t_ = sCounter + 1;
+	if :: restarts > 0 && !vCLOCKLESS && t_ < sBase + sSince * K -> t_ = sBase + sSince * K :: else -> skip fi;
+	if :: t_ <= lastTok -> trace("store: new token %d is not above token %d\n", t_, lastTok) :: else -> skip fi;
+	assert(c_tokensIncrease || t_ > lastTok); /* (c) tokens strictly increase */
+	lastTok = t_; sCounter = t_
 }
 
-/* expirePick: a hand-off not picked up in time goes to the next waiter. */
-inline expirePick() {
-	if
-	:: sAtt != 0 && sPick && stime >= sExp ->
-		sAtt = 0; sPick = false; handOff()
-	:: else -> skip
-	fi
+/* grant makes a new holding for attempt a that lasts n store ticks. */
+inline grant(a, n) {
+	newToken();
+	sAtt = a; sTok = t_; sLeft = n; sPick = false; unowned = 0
 }
 
-/* dequeue takes attempt deq_ out of the waiter queue. */
-inline dequeue() {
+/* dequeue takes attempt a out of the waiter queue. */
+inline dequeue(a) {
 	i_ = 0;
 	do
-	:: i_ < qLen && qAtt[i_] != deq_ -> i_++
-	:: i_ < qLen && qAtt[i_] == deq_ ->
+	:: i_ < qLen && q[i_].att != a -> i_++
+	:: i_ < qLen && q[i_].att == a ->
 		do
-		:: i_ + 1 < NM -> qAtt[i_] = qAtt[i_ + 1]; qMgr[i_] = qMgr[i_ + 1]; i_++
+		:: i_ + 1 < qLen -> q[i_].att = q[i_ + 1].att; q[i_].left = q[i_ + 1].left; i_++
 		:: else -> break
 		od;
-		qAtt[NM - 1] = 0; qMgr[NM - 1] = 0; qLen--;
+		qLen--; q[qLen].att = 0; q[qLen].left = 0;
 		break
 	:: i_ >= qLen -> break
-	od;
-	i_ = 0; deq_ = 0
+	od
 }
-#endif
 
-/* storeAcquire: Backend.Acquire. */
-inline storeAcquire(m, q) {
-#ifdef HANDOFF
-	expirePick();
-	/* (e) a dead contender's hand-off delays a live one at most PICKUP */
-	assert(!(live && sPick && dead[sMgr] && !dead[m] && stime >= sPickAt + PICKUP));
-#endif
+/* dropExpired takes the expired entries out of the queue. */
+inline dropExpired() {
+	i_ = 0;
+	do
+	:: i_ < qLen && q[i_].left > 0 -> i_++
+	:: i_ < qLen && q[i_].left == 0 -> b_ = q[i_].att; dequeue(b_); i_ = 0
+	:: i_ >= qLen -> break
+	od
+}
+
+/* enqueue: a refused attempt whose caller waits joins the queue once; an
+   attempt already queued keeps its place, and its entry is renewed. */
+inline enqueue(a) {
 	if
-#ifdef SAMEOWNER
-	:: live && sOwner == owner[m] ->
-#else
-	:: live && sAtt == net[q].att ->
-#endif
-		/* refresh: same token, new expiry */
-		sExp = stime + TTL; net[q].res = R_OK; net[q].rtok = sTok; unowned = 0;
-#ifdef HANDOFF
-		sPick = false;
-#endif
-		trace("store: acquire M%d attempt %d refreshes token %d until %d\n", m, net[q].att, sTok, sExp)
-	:: live && !(sAtt == net[q].att) ->
-		net[q].res = R_BUSY;
-#ifdef HANDOFF
+	:: HANDOFF ->
 		i_ = 0;
 		do
-		:: i_ < qLen && qAtt[i_] != net[q].att -> i_++
-		:: i_ < qLen && qAtt[i_] == net[q].att -> break
-		:: i_ >= qLen -> qAtt[qLen] = net[q].att; qMgr[qLen] = m; qLen++; break
-		od;
-		i_ = 0;
-#endif
-		trace("store: acquire M%d attempt %d refused (token %d holds)\n", m, net[q].att, sTok)
-#ifndef NOGRACE
-	:: !live && stime < sGraceUntil ->
+		:: i_ < qLen && q[i_].att != a -> i_++
+		:: i_ < qLen && q[i_].att == a -> q[i_].left = QTTL; break
+		:: i_ >= qLen && qLen < QCAP -> q[qLen].att = a; q[qLen].left = QTTL; qLen++; break
+		:: i_ >= qLen && qLen >= QCAP -> break
+		od
+	:: else -> skip
+	fi
+}
+
+/* deadDelay: (e) the store refuses live Manager m because of dead Manager d's
+   turn (a hand-off not picked up, or the head's turn after an expiry), and
+   that turn began `ago` store ticks ago: a dead contender may delay the
+   others at most the pickup window. */
+#define deadDelay(m, d, ago) (!mg[m].dead && mg[d].dead && (ago) >= PICKUP)
+
+/* handOff: HANDOFF, in the releasing step: the head live entry gets the name
+   for the pickup window, and only its Manager is told. */
+inline handOff() {
+	dropExpired();
+	if
+	:: HANDOFF && qLen > 0 ->
+		a_ = q[0].att; dequeue(a_);
+		grant(a_, (vNOPICKUP -> TTL : PICKUP)); sPick = true;
+		mg[mgrOf(sAtt)].notice = true;
+		trace("store: hand-off to M%d attempt %d token %d, %d ticks to pick it up\n", mgrOf(sAtt), sAtt, sTok, sLeft)
+	:: else -> sFree = 0
+	fi
+}
+
+/* storeAcquire: Backend.Acquire (acquire.lua), for the request in slot s. */
+inline storeAcquire(m, s) {
+	a_ = net[s].att;
+	if
+	:: live && (sAtt == a_ || (vSAMEOWNER && owner(mgrOf(sAtt)) == owner(m))) ->
+		/* the same attempt again: refresh, keep the token (a pickup, too) */
+		sLeft = TTL; sPick = false; unowned = 0;
+		net[s].res = R_OK; net[s].rtok = sTok;
+		trace("store: acquire M%d attempt %d refreshes token %d\n", m, a_, sTok)
+	:: live && !(sAtt == a_ || (vSAMEOWNER && owner(mgrOf(sAtt)) == owner(m))) ->
+		net[s].res = R_BUSY; enqueue(a_);
+		trace("store: acquire M%d attempt %d refused (token %d holds)\n", m, a_, sTok);
+		assert(e_deadContenderDelays || !(sPick && deadDelay(m, mgrOf(sAtt), (vNOPICKUP -> TTL : PICKUP) - sLeft)))
+	:: !live && sGrace > 0 && !vNOGRACE ->
 		/* restart grace: no record of the name, too soon after the restart */
-		net[q].res = R_BUSY;
-		trace("store: acquire M%d attempt %d refused (restart grace)\n", m, net[q].att)
-#endif
-	:: else ->
-		tok_ = sCounter + 1;
-		if :: tok_ < stime * K -> tok_ = stime * K :: else -> skip fi;
-#ifndef NOCHECK_C
-		assert(tok_ > lastTok); /* (c) tokens strictly increase */
-#endif
-		lastTok = tok_; sCounter = tok_;
-		sAtt = net[q].att; sOwner = owner[m]; sMgr = m; sTok = tok_; sExp = stime + TTL; tok_ = 0;
-#ifdef HANDOFF
-		sPick = false; deq_ = net[q].att; dequeue();
-#endif
-		unowned = 0;
-		net[q].res = R_OK; net[q].rtok = sTok;
-		trace("store: acquire M%d attempt %d granted token %d until %d\n", m, sAtt, sTok, sExp)
+		net[s].res = R_BUSY; enqueue(a_);
+		trace("store: acquire M%d attempt %d refused (restart grace)\n", m, a_)
+	:: !live && (sGrace == 0 || vNOGRACE) ->
+		dropExpired();
+		if
+		:: HANDOFF && qLen > 0 && q[0].att != a_ && (sFree < PICKUP || vASWRITTEN) ->
+			/* the head's turn: keep the arrival order */
+			net[s].res = R_BUSY;
+			trace("store: acquire M%d attempt %d refused (attempt %d's turn)\n", m, a_, q[0].att);
+			assert(e_deadContenderDelays || !deadDelay(m, mgrOf(q[0].att), sFree));
+			enqueue(a_)
+		:: else ->
+			if
+			:: HANDOFF && qLen > 0 && q[0].att != a_ ->
+				trace("store: attempt %d let its turn pass\n", q[0].att);
+				b_ = q[0].att; dequeue(b_)
+			:: else -> skip
+			fi;
+			dequeue(a_);
+			grant(a_, TTL);
+			net[s].res = R_OK; net[s].rtok = sTok;
+			trace("store: acquire M%d attempt %d granted token %d\n", m, a_, sTok)
+		fi
 	fi
 }
 
-/* storeRenew: Backend.Renew names the holding (attempt and token). */
-inline storeRenew(m, q) {
+/* storeRenew: Backend.Renew (renew.lua) names the holding (attempt, token). */
+inline storeRenew(m, s) {
 	if
-	:: live && sAtt == net[q].att && sTok == net[q].tok ->
-		sExp = stime + TTL; net[q].res = R_OK; unowned = 0;
-		trace("store: renew M%d token %d until %d\n", m, sTok, sExp)
+	:: live && sAtt == net[s].att && sTok == net[s].tok ->
+		sLeft = TTL; sPick = false; unowned = 0; net[s].res = R_OK;
+		trace("store: renew M%d token %d\n", m, sTok)
 	:: else ->
-		net[q].res = R_NOTHELD;
-		trace("store: renew M%d token %d: not held\n", m, net[q].tok)
+		net[s].res = R_NOTHELD;
+		trace("store: renew M%d token %d: not held\n", m, net[s].tok)
 	fi
 }
 
-/* storeRelease: Backend.Release names the holding (attempt, and token unless
-   0); RELBYOWNER: the old contract, by owner. Nil either way. */
-inline storeRelease(m, q) {
+/* storeRelease: Backend.Release (release.lua) names the holding (attempt,
+   and token unless 0); RELBYOWNER: by owner instead. Nil either way.
+   HANDOFF: in the same step the name goes to the head live entry; a release
+   that matches no holding takes the attempt out of the queue (leaveQueue). */
+inline storeRelease(m, s) {
 	if
-#ifdef RELBYOWNER
-	:: sAtt != 0 && sOwner == owner[m] && (net[q].tok == 0 || net[q].tok == sTok) ->
-#else
-	:: sAtt != 0 && sAtt == net[q].att && (net[q].tok == 0 || net[q].tok == sTok) ->
-#endif
-		trace("store: release M%d attempt %d token %d deletes token %d\n", m, net[q].att, net[q].tok, sTok);
-		if :: m == 0 && sMgr == 0 -> released0 = true :: else -> skip fi;
-		sAtt = 0;
-#ifdef HANDOFF
-		sPick = false;
-		handOff();
-#endif
+	:: live && (sAtt == net[s].att || (vRELBYOWNER && owner(mgrOf(sAtt)) == owner(m))) &&
+	   (net[s].tok == 0 || net[s].tok == sTok) ->
+		trace("store: release M%d attempt %d token %d deletes token %d\n", m, net[s].att, net[s].tok, sTok);
+		if :: mgrOf(sAtt) == 0 && m == 0 -> released0 = true :: else -> skip fi;
+		sAtt = 0; sTok = 0; sLeft = 0; sPick = false;
+		a_ = net[s].att; dequeue(a_);
+		handOff()
 	:: else ->
-#ifdef HANDOFF
-		deq_ = net[q].att; dequeue();
-#endif
-		trace("store: release M%d attempt %d token %d: nothing to do\n", m, net[q].att, net[q].tok)
+		a_ = net[s].att; dequeue(a_);
+		trace("store: release M%d attempt %d token %d: nothing to release\n", m, net[s].att, net[s].tok)
 	fi;
-	net[q].res = R_OK
+	net[s].res = R_OK
 }
 
-/* restart: the store comes back without data. The clock (and so the time
-   part of new tokens) survives; the counter and the holding do not. */
+/* restart: the store comes back without data. Its clock (and so the time
+   part of new tokens) survives; the counter, the holding and the queue do
+   not. */
 inline restart() {
-	sAtt = 0; sCounter = 0; restarts++;
-#ifdef HANDOFF
-	qLen = 0; qAtt[0] = 0; qAtt[1] = 0; qAtt[2] = 0; qMgr[0] = 0; qMgr[1] = 0; qMgr[2] = 0; sPick = false;
-#endif
-#ifndef NOGRACE
-	sGraceUntil = stime + TTL;
-#endif
+	sAtt = 0; sTok = 0; sLeft = 0; sPick = false; sCounter = 0; restarts++;
+	sSince = 0; sBase = (lastTok >= K - 1 -> lastTok - (K - 1) : 0);
+	/* NOGRACE: the clock is taken to be past every earlier token already
+	   (as a microsecond clock would be), so that what breaks is the
+	   overlap, not the tokens */
+	if :: vNOGRACE -> sBase = lastTok + 1 :: else -> skip fi;
+	qLen = 0; q[0].att = 0; q[1].att = 0; q[2].att = 0; q[0].left = 0; q[1].left = 0; q[2].left = 0;
+	sFree = 0;
+	sGrace = (vNOGRACE -> 0 : TTL);
 	trace("store: RESTART without data\n")
+}
+
+/* storeTick: one tick of the store's clock: the holding, the grace and the
+   queue entries run down; an expiry frees the name (and starts the head's
+   turn). */
+inline storeTick() {
+	if :: sSince < TTL -> sSince++ :: else -> skip fi;
+	sclockT++;
+	if
+	:: sLeft > 1 -> sLeft--
+	:: sLeft == 1 ->
+		trace("store: token %d expires\n", sTok);
+		sAtt = 0; sTok = 0; sLeft = 0; sPick = false; sFree = 0
+	:: else -> if :: sFree < PICKUP -> sFree++ :: else -> skip fi
+	fi;
+	if :: sGrace > 0 -> sGrace-- :: else -> skip fi;
+	if :: q[0].left > 0 -> q[0].left-- :: else -> skip fi;
+	if :: q[1].left > 0 -> q[1].left-- :: else -> skip fi;
+	if :: q[2].left > 0 -> q[2].left-- :: else -> skip fi
 }
 
 /* ---------------- the environment ---------------- */
 
-/* owned: some Manager holds the store's holding or is still acquiring it. */
-#define ownedBy(m) ((phase[m] == HELD && now < deadline[m] && att[m] == sAtt) || (phase[m] == ACQ && att[m] == sAtt && !dead[m]))
-#if NM == 3
+/* owned: some Manager holds the store's holding or is acquiring it. */
+#define ownedBy(m) (sAtt == mg[m].att && !mg[m].dead && (holds(m) || (mg[m].phase == ACQ)))
 #define owned (ownedBy(0) || ownedBy(1) || ownedBy(2))
-#else
-#define owned (ownedBy(0) || ownedBy(1))
-#endif
+
+/* managerTick: one tick of the Managers' clock. */
+inline managerTick(m) {
+	if :: mg[m].dl > 0 -> mg[m].dl-- :: else -> skip fi;
+	/* age counts only while an acquire or a renewal is awaited, up to the
+	   point where its answer is late anyway */
+	if :: mg[m].age < TTL - MARGIN && mg[m].waiting && (mg[m].phase == ACQ || mg[m].renewing) -> mg[m].age++ :: else -> skip fi;
+	if
+	:: mg[m].unconf && mg[m].relLeft > 1 -> mg[m].relLeft--
+	:: mg[m].unconf && mg[m].relLeft == 1 && mg[m].phase != REL ->
+		/* retryUnconfirmed: its TTL has passed, forget it */
+		mg[m].relLeft = 0; mg[m].unconf = false; mg[m].relAtt = 0; mg[m].relTok = 0
+	:: else -> skip
+	fi;
+	mg[m].renewDue = (mg[m].phase == HELD);
+	mg[m].pollDue = (LIVE && mg[m].phase == POLL)
+}
 
 /* tick: the clock advances one tick; (d) is counted here. */
 inline tick() {
-	now++;
+	if :: TMAX > 0 -> now++ :: else -> skip fi;
+	clockT++;
+	managerTick(0); managerTick(1); managerTick(2);
+	storeTick();
 	if
 	:: live && !owned -> unowned++
 	:: else -> unowned = 0
 	fi;
-	/* (d) nothing is left unowned longer than the TTL (+ the drift) */
-	assert(unowned <= TTL + DRIFT)
+	/* (d) no grant stays owned by nobody longer than the TTL */
+	assert(d_unownedLonger || unowned <= TTL)
 }
+
+/* quiet (LIVE): nothing is due within the tick: no message on its way, no
+   answer or notice unread, no deadline or poll due. A tick while something is
+   due is a pause (a Manager or the network slow for a tick): a fault. */
+#define dueM(m) (!mg[m].dead && ((mg[m].phase == HELD && mg[m].dl == 0) || (mg[m].phase == POLL && (mg[m].pollDue || mg[m].notice))))
+#define quiet (net[0].stage == FREE && net[1].stage == FREE && net[2].stage == FREE && \
+	net[3].stage == FREE && net[4].stage == FREE && net[5].stage == FREE && \
+	!dueM(0) && !dueM(1) && !dueM(2))
 
 /* freeSlot forgets everything about slot sl (no stale state). */
 inline freeSlot(sl) {
@@ -376,41 +474,76 @@ inline deliver(sl) {
 	:: net[sl].kind == RENEW -> storeRenew(sl / NSLOT, sl)
 	:: net[sl].kind == RELEASE -> storeRelease(sl / NSLOT, sl)
 	fi;
-	/* an answer nobody awaits any more is dropped on arrival */
+	/* an answer nobody awaits any more is dropped on arrival; an answer
+	   keeps only what it says */
 	if
-	:: net[sl].awaited -> net[sl].stage = REP
+	:: net[sl].awaited -> net[sl].stage = REP; net[sl].kind = 0; net[sl].att = 0; net[sl].tok = 0
 	:: else -> freeSlot(sl)
 	fi
 }
 
-inline loseMsg(sl) {
-	faults++;
-	trace("net: M%d's %e (attempt %d token %d) lost\n", sl / NSLOT, net[sl].kind, net[sl].att, net[sl].tok);
-	freeSlot(sl)
-}
-
 active proctype Env() {
+	/* readConfig: the configuration, from the environment (model_test.go) */
+	c_code {
+		NMGR = lhcfg("LH_NM", 3); TMAX = lhcfg("LH_TMAX", 0); MAXATT = lhcfg("LH_MAXATT", 2);
+		MAXFAULT = lhcfg("LH_MAXFAULT", 2); MAXRESTART = lhcfg("LH_MAXRESTART", 1);
+		DRIFT = lhcfg("LH_DRIFT", 1); CLOSE = lhcfg("LH_CLOSE", 1); HANDOFF = lhcfg("LH_HANDOFF", 0);
+		DEAD = lhcfg("LH_DEAD", 0); LIVE = lhcfg("LH_LIVE", 0); V = lhcfg("LH_V", 0);
+	};
+	assert(!(LIVE && MAXRESTART > 0)); /* LIVE keeps no restart */
+	assert(NMGR * MAXATT <= 7 && MAXFAULT <= 7); /* the widths of att and faults */
+	atomic {
+		run Manager(0); run Manager(1);
+		if :: NMGR > 2 -> run Manager(2) :: else -> skip fi
+	}
 end:	do
-	:: atomic { now < TMAX -> tick() }
-	:: atomic { skew < DRIFT -> skew++; trace("store clock gains a tick\n") }
+	:: atomic { (TMAX == 0 || now < TMAX) && (!LIVE || quiet || faults < MAXFAULT) ->
+		if :: LIVE && !quiet -> faults++; trace("a pause: the clock runs while something is due\n") :: else -> skip fi;
+		tick() }
+	:: atomic { skew < DRIFT -> skew++; trace("store clock gains a tick\n"); storeTick() }
 	:: atomic { restarts < MAXRESTART -> restart() }
-	/* deliver a request to the store, or lose a request or an answer */
-	:: atomic { net[0].stage == REQ -> deliver(0) }
-	:: atomic { net[1].stage == REQ -> deliver(1) }
-	:: atomic { net[2].stage == REQ -> deliver(2) }
-	:: atomic { net[3].stage == REQ -> deliver(3) }
-#if NM == 3
-	:: atomic { net[4].stage == REQ -> deliver(4) }
-	:: atomic { net[5].stage == REQ -> deliver(5) }
-#endif
-	:: atomic { net[0].stage != FREE && faults < MAXFAULT -> loseMsg(0) }
-	:: atomic { net[1].stage != FREE && faults < MAXFAULT -> loseMsg(1) }
-	:: atomic { net[2].stage != FREE && faults < MAXFAULT -> loseMsg(2) }
-	:: atomic { net[3].stage != FREE && faults < MAXFAULT -> loseMsg(3) }
-#if NM == 3
-	:: atomic { net[4].stage != FREE && faults < MAXFAULT -> loseMsg(4) }
-	:: atomic { net[5].stage != FREE && faults < MAXFAULT -> loseMsg(5) }
-#endif
+	/* deliver a request to the store */
+	:: atomic {
+		(net[0].stage == REQ || net[1].stage == REQ || net[2].stage == REQ ||
+		 net[3].stage == REQ || net[4].stage == REQ || net[5].stage == REQ) ->
+		if
+		:: net[0].stage == REQ -> s_ = 0
+		:: net[1].stage == REQ -> s_ = 1
+		:: net[2].stage == REQ -> s_ = 2
+		:: net[3].stage == REQ -> s_ = 3
+		:: net[4].stage == REQ -> s_ = 4
+		:: net[5].stage == REQ -> s_ = 5
+		fi;
+		deliver(s_) }
+	/* lose a request, or an answer after the store applied the request */
+	:: atomic {
+		faults < MAXFAULT && (net[0].stage != FREE || net[1].stage != FREE || net[2].stage != FREE ||
+		 net[3].stage != FREE || net[4].stage != FREE || net[5].stage != FREE) ->
+		if
+		:: net[0].stage != FREE -> s_ = 0
+		:: net[1].stage != FREE -> s_ = 1
+		:: net[2].stage != FREE -> s_ = 2
+		:: net[3].stage != FREE -> s_ = 3
+		:: net[4].stage != FREE -> s_ = 4
+		:: net[5].stage != FREE -> s_ = 5
+		fi;
+		faults++;
+		if
+		:: net[s_].stage == REQ && net[s_].kind == ACQUIRE -> trace("net: M%d's acquire (attempt %d) lost\n", s_ / NSLOT, net[s_].att)
+		:: net[s_].stage == REQ && net[s_].kind == RENEW -> trace("net: M%d's renew (attempt %d token %d) lost\n", s_ / NSLOT, net[s_].att, net[s_].tok)
+		:: net[s_].stage == REQ && net[s_].kind == RELEASE -> trace("net: M%d's release (attempt %d token %d) lost\n", s_ / NSLOT, net[s_].att, net[s_].tok)
+		:: else -> trace("net: the answer to M%d lost\n", s_ / NSLOT)
+		fi;
+		freeSlot(s_) }
+	/* lose a hand-off's notice */
+	:: atomic {
+		faults < MAXFAULT && (mg[0].notice || mg[1].notice || mg[2].notice) ->
+		if
+		:: mg[0].notice -> i_ = 0
+		:: mg[1].notice -> i_ = 1
+		:: mg[2].notice -> i_ = 2
+		fi;
+		faults++; mg[i_].notice = false; trace("net: the notice to M%d lost\n", i_) }
 	od
 }
 
@@ -421,227 +554,260 @@ end:	do
    be applied. */
 inline unawait(m) {
 	if :: net[m * NSLOT].stage == REP -> freeSlot(m * NSLOT) :: else -> net[m * NSLOT].awaited = false fi;
-	if :: net[m * NSLOT + 1].stage == REP -> freeSlot(m * NSLOT + 1) :: else -> net[m * NSLOT + 1].awaited = false fi
+	if :: net[m * NSLOT + 1].stage == REP -> freeSlot(m * NSLOT + 1) :: else -> net[m * NSLOT + 1].awaited = false fi;
+	mg[m].waiting = false
 }
 
-/* send puts a request in a free slot of Manager m with a fresh Seq. */
+/* canSend: a slot is free once the answer awaited (if any) is dropped. */
+#define canSend(m) (net[m * NSLOT].stage != REQ || net[m * NSLOT + 1].stage != REQ)
+
+/* send puts a request in a free slot of Manager m with a fresh Seq; age
+   counts from now (acqSent, renewSent). */
 inline send(m, k, a, t) {
 	unawait(m);
-	waiting[m] = true;
+	mg[m].waiting = true; mg[m].age = 0;
+	/* age counts only for an acquire or a renewal */
 	if
-	:: net[m * NSLOT].stage == FREE -> slot_ = m * NSLOT
-	:: else -> slot_ = m * NSLOT + 1
+	:: net[m * NSLOT].stage == FREE -> s_ = m * NSLOT
+	:: else -> s_ = m * NSLOT + 1
 	fi;
-	assert(net[slot_].stage == FREE);
-	net[slot_].stage = REQ; net[slot_].kind = k; net[slot_].awaited = true;
-	net[slot_].att = a; net[slot_].tok = t; net[slot_].res = 0; net[slot_].rtok = 0;
-	slot_ = 0
+	assert(net[s_].stage == FREE);
+	net[s_].stage = REQ; net[s_].kind = k; net[s_].awaited = true;
+	net[s_].att = a; net[s_].tok = t; net[s_].res = 0; net[s_].rtok = 0
 }
 
-#define slotFree(m) (net[m * NSLOT].stage == FREE || net[m * NSLOT + 1].stage == FREE)
-
-/* startRelease: release (attempt, token) detached; token 0 means whatever
-   holding the attempt made. */
 /* forget clears the attempt and holding (the model keeps no stale state). */
 inline forget(m) {
-	att[m] = 0; tok[m] = 0; deadline[m] = 0; acqSent[m] = 0; renewSent[m] = 0; renewing[m] = false
+	mg[m].att = 0; mg[m].tok = 0; mg[m].dl = 0; mg[m].age = 0;
+	mg[m].renewing = false; mg[m].renewDue = false; mg[m].pollDue = false; mg[m].notice = false
 }
 
+/* startRelease: release (attempt, token) detached; token 0 means whatever
+   holding the attempt made (and, HANDOFF, its queue entry). */
 inline startRelease(m, a, t) {
-	relAtt[m] = a; relTok[m] = t; relLive[m] = now + TTL + DRIFT;
-	forget(m); phase[m] = REL;
-	trace("M%d: release attempt %d token %d\n", m, relAtt[m], relTok[m]);
-	send(m, RELEASE, relAtt[m], relTok[m])
+	assert(mg[m].relAtt == 0);
+	mg[m].relAtt = a; mg[m].relTok = t; mg[m].unconf = false; mg[m].relLeft = 0;
+	forget(m); mg[m].phase = REL;
+	trace("M%d: release attempt %d token %d\n", m, a, t);
+	a_ = mg[m].relAtt; t_ = mg[m].relTok; send(m, RELEASE, a_, t_)
 }
 
-/* startNext: a new acquire attempt with its own attempt id (an unconfirmed
-   release is retried first while its holding may still be live). */
+/* startNext: a new acquire attempt with its own attempt id. */
 inline startNext(m) {
-	if
-	:: relAtt[m] != 0 && now < relLive[m] ->
-		trace("M%d: retry the unconfirmed release first\n", m);
-		phase[m] = REL; send(m, RELEASE, relAtt[m], relTok[m])
-	:: else ->
-		relAtt[m] = 0; relTok[m] = 0; relLive[m] = 0;
-		phase[m] = ACQ; acqSent[m] = now;
-#ifdef LIVE
-		/* the liveness run polls for ever: M1's attempt ids alternate (no
-		   request outlives its attempt there, see PREMATURE) */
-		if
-		:: m == 1 -> att[m] = 10
-		:: else -> att[m] = nextAtt; nextAtt++; nAcq[m]++
-		fi;
-#else
-		att[m] = nextAtt; nextAtt++; nAcq[m]++;
-#endif
-		trace("M%d: acquire attempt %d\n", m, att[m]);
-		send(m, ACQUIRE, att[m], 0)
-	fi
+	mg[m].nAcq++; mg[m].att = m * MAXATT + mg[m].nAcq;
+	mg[m].phase = ACQ;
+	trace("M%d: acquire attempt %d\n", m, mg[m].att);
+	a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
 }
 
 /* hold: a claimed grant becomes the holding. */
 inline hold(m, t) {
-	phase[m] = HELD; tok[m] = t; renewing[m] = false;
-	deadline[m] = localDeadline(acqSent[m]); acqSent[m] = 0;
+	mg[m].dl = localDeadline(m);
+	mg[m].phase = HELD; mg[m].tok = t; mg[m].renewing = false; mg[m].renewDue = false; mg[m].age = 0; mg[m].notice = false;
 	if :: m == 1 -> acquired1 = true :: else -> skip fi;
-	trace("M%d: HOLDS token %d, local deadline %d\n", m, t, deadline[m])
-}
-
-/* onAcquireResult: the answer (or an error) for the attempt in progress. */
-inline onAcquireResult(m, r, t) {
-	waiting[m] = false;
-	if
-	:: r == R_OK ->
-		if
-		:: closing[m] ->
-			trace("M%d: granted token %d after Close\n", m, t);
-			startRelease(m, att[m], t) /* releaseThenReply */
-		:: localDeadline(acqSent[m]) <= now ->
-			trace("M%d: grant token %d arrived after its local deadline\n", m, t);
-			startRelease(m, att[m], t) /* releaseThenReply */
-		:: GAVEUP(m) ->
-			trace("M%d: caller gave up while token %d was on its way\n", m, t);
-			startRelease(m, att[m], t) /* !Ticket.Claim() */
-		:: !closing[m] && localDeadline(acqSent[m]) > now -> hold(m, t)
-		fi
-	:: r == R_BUSY ->
-		trace("M%d: attempt %d not acquired\n", m, att[m]);
-#ifdef HANDOFF
-		/* queued at the store: poll (or wait for the notice) with the same attempt */
-		if
-		:: acqSent[m] = now; send(m, ACQUIRE, att[m], 0)
-#if defined(LIVE) || defined(DEADWAITER)
-		:: m == 2 -> dead[m] = true; trace("M2 dies (a dead contender, queued)\n")
-#endif
-#ifndef LIVE
-		:: startRelease(m, att[m], 0) /* gave up: leave the queue */
-#endif
-		fi
-#else
-		forget(m); phase[m] = IDLE
-#endif
-	:: r == R_ERR ->
-		/* ambiguous: the grant may have happened */
-		if
-		:: trace("M%d: acquire error; retry attempt %d\n", m, att[m]);
-		   acqSent[m] = now; send(m, ACQUIRE, att[m], 0)
-#ifndef LIVE
-		:: trace("M%d: acquire error; give up, clean up attempt %d\n", m, att[m]);
-		   startRelease(m, att[m], 0) /* releaseThenReply with token 0 */
-#endif
-		fi
-	fi
-}
-
-/* startRenew: renew the holding (attempt and token). */
-inline startRenew(m) {
-	renewing[m] = true; renewSent[m] = now;
-	trace("M%d: renew token %d\n", m, tok[m]);
-	send(m, RENEW, att[m], tok[m])
-}
-
-/* onRenewResult: a confirmed renewal moves the local deadline. */
-inline onRenewResult(m, r) {
-	waiting[m] = false; renewing[m] = false;
-	if
-	:: r == R_OK ->
-		deadline[m] = localDeadline(renewSent[m]); renewSent[m] = 0;
-		trace("M%d: renewed token %d, local deadline %d\n", m, tok[m], deadline[m])
-	:: r == R_NOTHELD -> lose(m)
-	:: else -> renewSent[m] = 0; trace("M%d: renewal not confirmed\n", m)
-	fi
+	trace("M%d: HOLDS token %d for %d ticks\n", m, t, mg[m].dl)
 }
 
 /* lose: the holding is lost; release it in case the store still has it. */
 inline lose(m) {
-	trace("M%d: LOST token %d\n", m, tok[m]);
-	startRelease(m, att[m], tok[m])
+	trace("M%d: LOST token %d\n", m, mg[m].tok);
+	t_ = mg[m].tok; a_ = mg[m].att;
+	startRelease(m, a_, t_)
 }
 
-/* onReleaseResult: a confirmed release is done with; an unconfirmed one is
-   retried before the next acquire. */
-inline onReleaseResult(m, r) {
-	waiting[m] = false;
-	if
-	:: r == R_OK -> relAtt[m] = 0; relTok[m] = 0; relLive[m] = 0
-	:: else -> trace("M%d: release not confirmed\n", m)
-	fi;
-	phase[m] = IDLE
+#define hasRep(m) (net[m * NSLOT].stage == REP || net[m * NSLOT + 1].stage == REP)
+#define repSlot(m) (net[m * NSLOT].stage == REP -> m * NSLOT : m * NSLOT + 1)
+/* the deadline check comes first, whatever the message (handle) */
+#define pastDeadline(m) (mg[m].phase == HELD && mg[m].dl == 0)
+#define late(m) (!vRECVDEADLINE && mg[m].age >= TTL - MARGIN)
+/* the call awaited fails: its message was lost, or it times out while the
+   request is still in the network (a fault: it may be applied later) */
+#define callFails(m) (mg[m].waiting && !hasRep(m) && !pastDeadline(m) && canSend(m) && \
+	(!((net[m * NSLOT].stage == REQ && net[m * NSLOT].awaited) || (net[m * NSLOT + 1].stage == REQ && net[m * NSLOT + 1].awaited)) || faults < MAXFAULT))
+
+/* take reads the answer awaited into r_ and rt_ and frees its slot. */
+inline take(m) {
+	s_ = repSlot(m); r_ = net[s_].res; rt_ = net[s_].rtok; freeSlot(s_); mg[m].waiting = false
 }
 
-/* the answer awaited has arrived, or the call failed (an error: it may still
-   be applied later, as a delayed request). */
-#define answered(m, s) (net[s].stage == REP && net[s].awaited)
-
-
-/* receive hands the answer in slot s to the decision awaiting it. */
-inline receive(m, sl) {
-	res_ = net[sl].res; rtok_ = net[sl].rtok; freeSlot(sl);
+/* fail: the call awaited failed (counted as a fault when its request is
+   still on its way). */
+inline fail(m) {
 	if
-	:: phase[m] == HELD && now >= deadline[m] -> lose(m)
-	:: phase[m] == ACQ -> onAcquireResult(m, res_, rtok_)
-	:: phase[m] == HELD && now < deadline[m] -> onRenewResult(m, res_)
-	:: phase[m] == REL -> onReleaseResult(m, res_)
+	:: (net[m * NSLOT].stage == REQ && net[m * NSLOT].awaited) || (net[m * NSLOT + 1].stage == REQ && net[m * NSLOT + 1].awaited) -> faults++
+	:: else -> skip
 	fi;
-	res_ = 0; rtok_ = 0
+	unawait(m);
+	trace("M%d: call failed (ambiguous)\n", m)
+}
+
+/* leaveWaiting: a waiter is done without the name (onWaitTimeout, dropWaiter,
+   a refusal its caller does not wait for, Close); HANDOFF: it leaves the
+   queue, releasing the hand-off it may have been given (leaveQueue). */
+inline leaveWaiting(m) {
+	if
+	:: HANDOFF -> a_ = mg[m].att; startRelease(m, a_, 0)
+	:: else -> forget(m); mg[m].phase = IDLE
+	fi
+}
+
+/* ---- the lease actor's decisions (lease_actor.go, unconfirmed.go) */
+
+/* releaseThenReply: give back the grant of the attempt in progress (token 0:
+   whatever it got) before the caller hears of it. */
+inline releaseThenReply(m, t) {
+	a_ = mg[m].att; startRelease(m, a_, t)
+}
+
+/* onHoldTick: past the local deadline the holding is lost, whatever else is
+   due (handle checks it first). */
+inline onHoldTick(m) {
+	lose(m)
+}
+
+/* retryUnconfirmed: an unconfirmed release is sent again (before the next
+   acquire, or on its timer) until confirmed or its TTL has passed. */
+inline retryUnconfirmed(m) {
+	trace("M%d: retry the unconfirmed release of attempt %d\n", m, mg[m].relAtt);
+	mg[m].phase = REL; a_ = mg[m].relAtt; t_ = mg[m].relTok; send(m, RELEASE, a_, t_)
+}
+
+/* onAcquireResult: the store's answer to the attempt in progress. */
+inline onAcquireResult(m) {
+	take(m);
+	if
+	:: r_ == R_OK && !mg[m].closing && !late(m) -> hold(m, rt_)
+	:: r_ == R_OK && mg[m].closing ->
+		trace("M%d: granted token %d after Close\n", m, rt_);
+		releaseThenReply(m, rt_)
+	:: r_ == R_OK && late(m) ->
+		trace("M%d: grant token %d arrived after its local deadline\n", m, rt_);
+		releaseThenReply(m, rt_)
+	:: r_ == R_OK && !mg[m].closing && !late(m) && mayGiveUp(m) ->
+		/* !Ticket.Claim(): startRelease without a reply */
+		trace("M%d: caller gave up while token %d was on its way\n", m, rt_);
+		a_ = mg[m].att; startRelease(m, a_, rt_)
+	:: r_ == R_BUSY && mg[m].closing -> leaveWaiting(m)
+	:: r_ == R_BUSY && !mg[m].closing ->
+		/* polling: the same attempt again after the retry tick */
+		trace("M%d: attempt %d refused; poll\n", m, mg[m].att);
+		mg[m].phase = POLL; mg[m].pollDue = false; mg[m].age = 0
+	:: r_ == R_BUSY && !mg[m].closing && mayGiveUp(m) ->
+		trace("M%d: attempt %d refused; its caller does not wait\n", m, mg[m].att);
+		leaveWaiting(m)
+	fi
+}
+
+/* onCallFailed: the call awaited failed (an error: it may have been
+   applied, or be applied later). onAcquireResult with an error retries the
+   same attempt (the backend's own retry) or gives up and cleans up;
+   onRenewResult retries until the local deadline; settleRelease keeps the
+   release as unconfirmed (but not during Close). */
+inline onCallFailed(m) {
+	fail(m);
+	if
+	:: mg[m].phase == ACQ && !mg[m].closing ->
+		trace("M%d: retry attempt %d\n", m, mg[m].att);
+		a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+	:: mg[m].phase == ACQ && (mg[m].closing || mayGiveUp(m)) ->
+		trace("M%d: give up attempt %d, clean up\n", m, mg[m].att);
+		releaseThenReply(m, 0)
+	:: mg[m].phase == HELD ->
+		mg[m].renewing = false; mg[m].renewDue = true; mg[m].age = 0;
+		trace("M%d: renewal not confirmed\n", m)
+	:: mg[m].phase == REL && !mg[m].closing ->
+		trace("M%d: release not confirmed\n", m);
+		if :: !mg[m].unconf -> mg[m].unconf = true; mg[m].relLeft = TTL :: else -> skip fi;
+		mg[m].phase = IDLE
+	:: mg[m].phase == REL && mg[m].closing ->
+		/* during Close what could not be released is left to expire */
+		mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
+	fi
+}
+
+/* onRenewResult: a confirmed renewal moves the local deadline; ErrNotHeld
+   loses the holding. */
+inline onRenewResult(m) {
+	take(m);
+	mg[m].renewing = false;
+	if
+	:: r_ == R_OK -> mg[m].dl = localDeadline(m); mg[m].age = 0;
+		trace("M%d: renewed token %d for %d ticks\n", m, mg[m].tok, mg[m].dl)
+	:: r_ == R_NOTHELD -> lose(m)
+	fi
+}
+
+/* onReleaseResult: the store answered; the release is done with. */
+inline onReleaseResult(m) {
+	take(m);
+	mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
+}
+
+/* pollAgain: the retry tick (RetryTick), or HANDOFF's notice (wake), and
+   startNext sends the waiter's attempt again: with a hand-off, the pickup. */
+inline pollAgain(m) {
+	if :: mg[m].notice -> trace("M%d: notice: pick up\n", m) :: else -> skip fi;
+	mg[m].notice = false; mg[m].pollDue = false; mg[m].phase = ACQ;
+	a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+}
+
+/* onWaitTimeout, dropWaiter: the waiter gives up. */
+inline onWaitTimeout(m) {
+	trace("M%d: waiter gives up\n", m); leaveWaiting(m)
+}
+
+/* startRenew: renew the holding (attempt and token). */
+inline startRenew(m) {
+	mg[m].renewing = true; mg[m].renewDue = false;
+	trace("M%d: renew token %d\n", m, mg[m].tok);
+	a_ = mg[m].att; t_ = mg[m].tok; send(m, RENEW, a_, t_)
+}
+
+/* onRelease: the caller releases the holding. */
+inline onRelease(m) {
+	trace("M%d: Release\n", m);
+	a_ = mg[m].att; t_ = mg[m].tok; startRelease(m, a_, t_)
+}
+
+/* onShutdown: Manager.Close. */
+inline onShutdown(m) {
+	mg[m].closing = true; trace("M%d: Close\n", m);
+	if
+	:: mg[m].phase == HELD -> a_ = mg[m].att; t_ = mg[m].tok; startRelease(m, a_, t_)
+	:: mg[m].phase == POLL -> leaveWaiting(m)
+	:: mg[m].phase == REL && mg[m].unconf ->
+		/* a retry of an unconfirmed release: Close does not wait for it */
+		unawait(m); mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
+	:: mg[m].phase == IDLE && mg[m].unconf ->
+		mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0
+	:: else -> skip /* an acquire in flight: its result releases any grant */
+	fi
 }
 
 proctype Manager(byte m) {
 end:	do
-	/* onHoldTick: past the local deadline the holding is lost, first */
-	:: atomic { phase[m] == HELD && now >= deadline[m] && slotFree(m) -> lose(m) }
-	:: atomic { phase[m] == IDLE && !closing[m] && slotFree(m) &&
-#ifdef LIVE
-		(m == 1 || (m == 0 && nAcq[m] < 1) || (m == 2 && HAS_DEAD && nAcq[m] < 1 && phase[0] == HELD)) ->
-#else
-		nAcq[m] < MAXATT ->
-#endif
-		startNext(m) }
-	:: atomic { phase[m] == IDLE && closing[m] && slotFree(m) && relAtt[m] != 0 && now < relLive[m] -> startNext(m) }
-	:: atomic { phase[m] == IDLE && closing[m] && !(relAtt[m] != 0 && now < relLive[m]) -> phase[m] = CLOSED; trace("M%d: closed\n", m) }
-	/* the answer to the request awaited; a late one (not the Seq awaited) is dropped */
-	:: atomic { answered(m, m * NSLOT) -> receive(m, m * NSLOT) }
-	:: atomic { answered(m, m * NSLOT + 1) -> receive(m, m * NSLOT + 1) }
-	/* the call awaited fails: it was lost, or it timed out while the request
-	   is still in the network (a fault: it may be applied later) */
-	:: atomic {
-		waiting[m] && slotFree(m) && (!inFlight(m) || PREMATURE) &&
-		(phase[m] == ACQ || phase[m] == REL || (phase[m] == HELD && now < deadline[m])) ->
-		if :: inFlight(m) -> faults++ :: else -> skip fi;
-		trace("M%d: call failed (ambiguous)\n", m);
-		unawait(m);
-		if
-		:: phase[m] == ACQ -> onAcquireResult(m, R_ERR, 0)
-		:: phase[m] == HELD -> onRenewResult(m, R_ERR)
-		:: phase[m] == REL -> onReleaseResult(m, R_ERR)
-		fi
-	   }
-	/* while holding: renew, release */
-	:: atomic { phase[m] == HELD && now < deadline[m] && !renewing[m] && slotFree(m) -> startRenew(m) }
-	:: atomic { phase[m] == HELD && now < deadline[m] && slotFree(m) ->
-		/* onRelease */
-		trace("M%d: Release\n", m);
-		startRelease(m, att[m], tok[m]) }
-#if !defined(LIVE) && !defined(NOCLOSE)
-	/* onShutdown (Manager.Close), by the last Manager */
-	:: atomic { m == NM - 1 && !closing[m] && slotFree(m) ->
-		closing[m] = true; trace("M%d: Close\n", m);
-		if
-		:: phase[m] == HELD && now < deadline[m] -> startRelease(m, att[m], tok[m])
-		:: else -> skip
-		fi }
-#endif
-	:: atomic { dead[m] -> break }
+	:: atomic { pastDeadline(m) && canSend(m) -> onHoldTick(m) }
+	:: atomic { mg[m].phase == IDLE && mg[m].unconf && !mg[m].closing && canSend(m) -> retryUnconfirmed(m) }
+	:: atomic { mg[m].phase == IDLE && !mg[m].unconf && !mg[m].closing && canSend(m) && wantsNext(m) -> startNext(m) }
+	:: atomic { mg[m].phase == ACQ && hasRep(m) -> onAcquireResult(m) }
+	:: atomic { callFails(m) -> onCallFailed(m) }
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && hasRep(m) -> onRenewResult(m) }
+	:: atomic { mg[m].phase == REL && hasRep(m) -> onReleaseResult(m) }
+	:: atomic { mg[m].phase == POLL && canSend(m) && (!LIVE || mg[m].pollDue || mg[m].notice) -> pollAgain(m) }
+	:: atomic { mg[m].phase == POLL && canSend(m) && mayGiveUp(m) -> onWaitTimeout(m) }
+	/* a dead contender: its Manager dies while it waits */
+	:: atomic { mg[m].phase == POLL && mayDie(m) && !mg[m].dead ->
+		mg[m].dead = true; forget(m); mg[m].phase = CLOSED; trace("M%d DIES while it waits\n", m) }
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && !mg[m].renewing && mg[m].renewDue && mayRenew(m) && canSend(m) -> startRenew(m) }
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && canSend(m) -> onRelease(m) }
+	:: atomic { mayClose(m) && !mg[m].closing && !mg[m].dead && canSend(m) && !pastDeadline(m) -> onShutdown(m) }
+	:: atomic { mg[m].phase == IDLE && mg[m].closing -> mg[m].phase = CLOSED; trace("M%d: closed\n", m) }
+	:: atomic { mg[m].phase == CLOSED -> break }
 	od
 }
 
-#if NM == 3
 #define twoHold ((holds(0) && holds(1)) || (holds(0) && holds(2)) || (holds(1) && holds(2)))
-#define staleHolds ((holds(0) && tok[0] != lastTok) || (holds(1) && tok[1] != lastTok) || (holds(2) && tok[2] != lastTok))
-#else
-#define twoHold (holds(0) && holds(1))
-#define staleHolds ((holds(0) && tok[0] != lastTok) || (holds(1) && tok[1] != lastTok))
-#endif
+#define staleHolds ((holds(0) && mg[0].tok != lastTok) || (holds(1) && mg[1].tok != lastTok) || (holds(2) && mg[2].tok != lastTok))
 
 /* The monitor: checked in every reachable state.
    (a) no two Managers hold the name with their local deadlines not passed;
@@ -650,22 +816,10 @@ end:	do
        it has seen only if it is the newest holding's. */
 active proctype Safety() {
 end:	do
-	:: atomic { twoHold -> assert(!twoHold) }
-	:: atomic { staleHolds -> assert(!staleHolds) }
+	:: atomic { twoHold -> assert(a_twoHolders || !twoHold) }
+	:: atomic { staleHolds -> assert(b_staleHolder || !staleHolds) }
 	od
 }
 
-init {
-	atomic {
-		owner[0] = 1; owner[1] = 1;
-		run Manager(0); run Manager(1);
-#if NM == 3
-		owner[2] = 2; run Manager(2)
-#endif
-	}
-}
-
-#ifdef LIVE
-/* (e) a waiting Manager acquires once the holder has released */
+/* (e) a waiting Manager eventually acquires once the holder has released */
 ltl e { [] (released0 -> <> acquired1) }
-#endif
