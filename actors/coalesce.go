@@ -29,7 +29,7 @@ type coalescer struct {
 // maxBatches is how many round trips one Manager keeps in flight on a Batcher;
 // maxBatch is the most calls one carries.
 const (
-	maxBatches = 8
+	maxBatches = 4
 	maxBatch   = 256
 )
 
