@@ -20,10 +20,11 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	if err := check(ctx, backend.CheckText("key", key)); err != nil {
 		return backend.Holding{}, false, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	s := b.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := time.Now()
-	e := b.leases[key]
+	e := s.leases[key]
 	if e == nil || !now.Before(e.expires) {
 		return backend.Holding{}, false, nil
 	}
@@ -35,15 +36,18 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b.mu.Lock()
 	now := time.Now()
 	var hs []backend.Holding
-	for k, e := range b.leases {
-		if strings.HasPrefix(k, prefix) && now.Before(e.expires) {
-			hs = append(hs, e.holding(k, now))
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.Lock()
+		for k, e := range s.leases {
+			if strings.HasPrefix(k, prefix) && now.Before(e.expires) {
+				hs = append(hs, e.holding(k, now))
+			}
 		}
+		s.mu.Unlock()
 	}
-	b.mu.Unlock()
 	sort.Slice(hs, func(i, j int) bool { return hs[i].Key < hs[j].Key })
 	for _, h := range hs {
 		if !fn(h) {
@@ -58,20 +62,18 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	if err := check(ctx, backend.CheckText("key", key)); err != nil {
 		return backend.Holding{}, false, err
 	}
-	b.mu.Lock()
+	s := b.shard(key)
+	s.mu.Lock()
 	now := time.Now()
-	e := b.leases[key]
+	e := s.leases[key]
 	if e == nil || !now.Before(e.expires) || (token != 0 && e.token != token) {
-		b.mu.Unlock()
+		s.mu.Unlock()
 		return backend.Holding{}, false, nil
 	}
 	h := e.holding(key, now)
-	b.deleteLocked(key)
-	notify := b.watchersLocked()
-	b.mu.Unlock()
-	for _, fn := range notify {
-		fn(key)
-	}
+	s.deleteLocked(key)
+	s.mu.Unlock()
+	b.notify(key) // a revoke wakes waiters whether or not they marked it
 	return h, true, nil
 }
 

@@ -3,29 +3,47 @@ package memory
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
 )
 
-// sweepEvery is how many acquires pass between scans for expired entries, so
-// that memory follows live leases even for names never touched again.
+// sweepEvery is how many acquires of one shard pass between its scans for
+// expired entries, so that memory follows live leases even for names never
+// touched again.
 const sweepEvery = 1024
+
+// shards spreads the store's lock: calls on different names rarely wait for
+// each other (one lock for the whole store was the busiest lock of a
+// Manager driven by 64 goroutines).
+const shards = 32
+
+// shrinkAbove is the peak above which an emptied shard map is made afresh.
+const shrinkAbove = 1024
 
 // Backend is the in-process lease store. The zero value is not usable; call New.
 type Backend struct {
-	mu       sync.Mutex
-	leases   map[string]*entry
-	lastTok  uint64 // one counter for all keys: increasing overall is increasing per key
-	acquires int
+	seed   maphash.Seed
+	shards [shards]shard
+	// lastTok is one counter for all keys: increasing overall is increasing
+	// per key (a key's calls are serialized by its shard's lock).
+	lastTok atomic.Uint64
+
+	wmu      sync.Mutex
 	watchers map[int]func(string)
 	nextW    int
-	peak     int // most leases held at once since the map was made
 }
 
-// shrinkAbove is the peak above which an emptied lease map is made afresh.
-const shrinkAbove = 1024
+type shard struct {
+	mu       sync.Mutex
+	leases   map[string]*entry
+	acquires int
+	peak     int // most leases held at once since the map was made
+	_        [32]byte
+}
 
 type entry struct {
 	owner    string
@@ -45,7 +63,15 @@ var (
 
 // New returns an empty store.
 func New() *Backend {
-	return &Backend{leases: map[string]*entry{}, watchers: map[int]func(string){}}
+	b := &Backend{seed: maphash.MakeSeed(), watchers: map[int]func(string){}}
+	for i := range b.shards {
+		b.shards[i].leases = map[string]*entry{}
+	}
+	return b
+}
+
+func (b *Backend) shard(key string) *shard {
+	return &b.shards[maphash.String(b.seed, key)%shards]
 }
 
 // Info reports Name "memory", ProcessLocal true.
@@ -60,14 +86,15 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := time.Now()
-	b.acquires++
-	if b.acquires%sweepEvery == 0 {
-		b.sweepLocked(now)
+	s := b.shard(r.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acquires++
+	if s.acquires%sweepEvery == 0 {
+		s.sweepLocked(now)
 	}
-	e := b.leases[r.Key]
+	e := s.leases[r.Key]
 	switch {
 	case e != nil && now.Before(e.expires) && (e.attempt != r.Attempt || e.owner != r.Owner):
 		e.waited = e.waited || r.Wait
@@ -75,10 +102,9 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	case e != nil && now.Before(e.expires): // the same attempt again: refresh, keep token
 		e.expires, e.metadata = now.Add(r.TTL), r.Metadata
 	default:
-		b.lastTok++
-		e = &entry{owner: r.Owner, attempt: r.Attempt, token: b.lastTok, expires: now.Add(r.TTL), metadata: r.Metadata}
-		b.leases[r.Key] = e
-		b.peak = max(b.peak, len(b.leases))
+		e = &entry{owner: r.Owner, attempt: r.Attempt, token: b.lastTok.Add(1), expires: now.Add(r.TTL), metadata: r.Metadata}
+		s.leases[r.Key] = e
+		s.peak = max(s.peak, len(s.leases))
 	}
 	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
 }
@@ -88,32 +114,35 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.renewLocked(time.Now(), r)
+	now := time.Now()
+	s := b.shard(r.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewLocked(now, r)
 }
 
-// RenewBatch renews every request under one lock.
+// RenewBatch renews every request, each under its own shard's lock.
 func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]backend.RenewResult, len(rs))
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := time.Now()
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			out[i].Err = err
 			continue
 		}
-		out[i].Grant, out[i].Err = b.renewLocked(now, r)
+		s := b.shard(r.Key)
+		s.mu.Lock()
+		out[i].Grant, out[i].Err = s.renewLocked(now, r)
+		s.mu.Unlock()
 	}
 	return out, nil
 }
 
-func (b *Backend) renewLocked(now time.Time, r backend.RenewRequest) (backend.Grant, error) {
-	e := b.leases[r.Key]
+func (s *shard) renewLocked(now time.Time, r backend.RenewRequest) (backend.Grant, error) {
+	e := s.leases[r.Key]
 	if e == nil || !e.is(r.Owner, r.Attempt, r.Token) || !now.Before(e.expires) {
 		return backend.Grant{}, fmt.Errorf("memory: renew %q: %w", r.Key, backend.ErrNotHeld)
 	}
@@ -127,19 +156,16 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := check(ctx, r.Validate()); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	e := b.leases[r.Key]
+	s := b.shard(r.Key)
+	s.mu.Lock()
+	e := s.leases[r.Key]
 	released := e != nil && e.is(r.Owner, r.Attempt, r.Token)
 	if released {
-		b.deleteLocked(r.Key)
+		s.deleteLocked(r.Key)
 	}
-	var notify []func(string)
+	s.mu.Unlock()
 	if released && e.waited { // nobody waits, nobody is told: see AcquireRequest.Wait
-		notify = b.watchersLocked()
-	}
-	b.mu.Unlock()
-	for _, fn := range notify {
-		fn(r.Key)
+		b.notify(r.Key)
 	}
 	return nil
 }
@@ -150,59 +176,70 @@ func (e *entry) is(owner, attempt string, token uint64) bool {
 	return e.owner == owner && e.attempt == attempt && (token == 0 || e.token == token)
 }
 
-// watchersLocked copies the release watchers, to be called without the lock.
-func (b *Backend) watchersLocked() []func(string) {
+// notify tells every release watcher that key was released (called with no
+// lock held: a watcher may call the store).
+func (b *Backend) notify(key string) {
+	b.wmu.Lock()
 	if len(b.watchers) == 0 {
-		return nil
+		b.wmu.Unlock()
+		return
 	}
-	out := make([]func(string), 0, len(b.watchers))
+	fns := make([]func(string), 0, len(b.watchers))
 	for _, fn := range b.watchers {
-		out = append(out, fn)
+		fns = append(fns, fn)
 	}
-	return out
+	b.wmu.Unlock()
+	for _, fn := range fns {
+		fn(key)
+	}
 }
 
 // WatchReleases calls fn with every released key until ctx ends.
 func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error {
-	b.mu.Lock()
+	b.wmu.Lock()
 	id := b.nextW
 	b.nextW++
 	b.watchers[id] = fn
-	b.mu.Unlock()
+	b.wmu.Unlock()
 	<-ctx.Done()
-	b.mu.Lock()
+	b.wmu.Lock()
 	delete(b.watchers, id)
-	b.mu.Unlock()
+	b.wmu.Unlock()
 	return ctx.Err()
 }
 
 // Len reports how many unexpired leases the store holds (for tests and
 // memory measurements).
 func (b *Backend) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sweepLocked(time.Now())
-	return len(b.leases)
+	now, n := time.Now(), 0
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.Lock()
+		s.sweepLocked(now)
+		n += len(s.leases)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Close does nothing: the store has no resources to free.
 func (b *Backend) Close() error { return nil }
 
-func (b *Backend) sweepLocked(now time.Time) {
-	for k, e := range b.leases {
+func (s *shard) sweepLocked(now time.Time) {
+	for k, e := range s.leases {
 		if !now.Before(e.expires) {
-			b.deleteLocked(k)
+			s.deleteLocked(k)
 		}
 	}
 }
 
-func (b *Backend) deleteLocked(key string) {
-	delete(b.leases, key)
-	if len(b.leases) == 0 && b.peak > shrinkAbove {
+func (s *shard) deleteLocked(key string) {
+	delete(s.leases, key)
+	if len(s.leases) == 0 && s.peak > shrinkAbove {
 		// Go maps never shrink: start afresh once a big map is empty (a
 		// small one is kept, or a lone acquire/release loop would make a
 		// new map every cycle).
-		b.leases, b.peak = map[string]*entry{}, 0
+		s.leases, s.peak = map[string]*entry{}, 0
 	}
 }
 
