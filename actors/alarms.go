@@ -16,6 +16,10 @@ import (
 // renewals themselves. Firing stays exact: the timer is always armed for the
 // earliest alarm.
 //
+// The ticks are sent from one long-lived goroutine (run): with the caller-runs
+// dispatcher the due actors run right there, and a fresh goroutine per firing
+// (time.AfterFunc) would grow its stack through the actors again every time.
+//
 // An alarm is owned by one actor, which arms and stops it from its Receive; the
 // tick it gets carries the generation of the arming, so a tick from an arming
 // that was replaced while it was on its way is told apart (as with timer).
@@ -28,7 +32,8 @@ type alarms struct {
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
-	firing sync.RWMutex // held (read) while ticks are sent; stop waits for them
+	done    chan struct{} // closed by stop
+	running sync.WaitGroup
 }
 
 // alarm is one actor's deadline in alarms.
@@ -41,7 +46,24 @@ type alarm struct {
 	tick  func(gen uint64) any
 }
 
-func newAlarms(root *actor.RootContext) *alarms { return &alarms{root: root} }
+func newAlarms(root *actor.RootContext) *alarms {
+	s := &alarms{root: root, done: make(chan struct{}), t: time.NewTimer(time.Hour)}
+	s.t.Stop()
+	s.running.Go(s.run)
+	return s
+}
+
+// run sends the ticks of due alarms whenever the timer fires, until stop.
+func (s *alarms) run() {
+	for {
+		select {
+		case <-s.t.C:
+			s.fire()
+		case <-s.done:
+			return
+		}
+	}
+}
 
 // newAlarm makes an alarm that sends tick(gen) to pid.
 func newAlarm(pid *actor.PID, tick func(gen uint64) any) *alarm {
@@ -94,18 +116,11 @@ func (s *alarms) rearmLocked() {
 		return // armed for that time or earlier already
 	}
 	s.armedAt = next
-	d := max(time.Until(next), 0)
-	if s.t == nil {
-		s.t = time.AfterFunc(d, s.fire)
-	} else {
-		s.t.Reset(d)
-	}
+	s.t.Reset(max(time.Until(next), 0)) // since Go 1.23 no stale tick survives a Reset
 }
 
 // fire sends the tick of every alarm that is due and re-arms for the next.
 func (s *alarms) fire() {
-	s.firing.RLock()
-	defer s.firing.RUnlock()
 	type due struct {
 		pid *actor.PID
 		msg any
@@ -133,12 +148,10 @@ func (s *alarms) fire() {
 func (s *alarms) stop() {
 	s.mu.Lock()
 	s.stopped = true
-	if s.t != nil {
-		s.t.Stop()
-	}
+	s.t.Stop()
 	s.mu.Unlock()
-	s.firing.Lock()
-	s.firing.Unlock() //nolint:staticcheck // an empty critical section: waits for fire
+	close(s.done)
+	s.running.Wait()
 }
 
 // alarmHeap orders alarms by time (container/heap).
