@@ -23,12 +23,15 @@ var _ backend.Batcher = (*Backend)(nil)
 // call that breaks the request limits gets an error wrapping
 // backend.ErrInvalidRequest and is not sent.
 //
-// Only the last transaction of a round trip waits for the WAL flush
-// (synchronous commit, as the single calls do); the ones before it commit
-// without waiting, and the last one's flush, which covers every earlier commit
-// record of the WAL, makes them durable. So the round trip costs one flush, not
-// one per call, and no answer is given before it is durable: an answer counts
-// only once the round trip's last COMMIT succeeded.
+// The calls' transactions commit without waiting for the WAL flush, and the
+// round trip ends with one more transaction that does wait (synchronous
+// commit, as the single calls do): its flush covers every earlier commit
+// record of the WAL, so the round trip costs one flush, not one per call, and
+// no answer is given before it is durable: an answer counts only once that
+// last COMMIT succeeded. The flush is a transaction of its own because only a
+// transaction that was given an ID writes a commit record and waits for it: a
+// call that changed nothing (a release of a holding already gone, a renewal
+// of an expired one) would flush nothing, however it was committed.
 //
 // PostgreSQL skips the rest of a pipeline after an error (up to its single
 // Sync). A failed round trip is therefore sent again as a whole (a transient
@@ -120,12 +123,9 @@ func callError(c *backend.Call, err error) error {
 // for a fault the server reported, the call it refused.
 func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending []int) (failed int, err error) {
 	batch := &pgx.Batch{}
-	for n, i := range pending {
+	lock, renew := b.q.lockDeferred, b.q.renewDeferred
+	for _, i := range pending {
 		c := &calls[i]
-		lock, renew := b.q.lockDeferred, b.q.renewDeferred
-		if n == len(pending)-1 {
-			lock, renew = b.q.lock, b.q.renew
-		}
 		switch c.Op {
 		case backend.OpAcquire:
 			b.queueAcquire(batch, c.Acquire, lock)
@@ -140,6 +140,10 @@ func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending [
 			b.queueRelease(batch, c.Release, lock)
 		}
 	}
+	// The flush: a transaction that takes an ID and commits synchronously.
+	batch.Queue("BEGIN")
+	batch.Queue(flushQuery)
+	batch.Queue("COMMIT")
 	res := b.pool.SendBatch(ctx, batch)
 	defer func() {
 		// Once every COMMIT has been answered, a failure to read the final
@@ -161,13 +165,34 @@ func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending [
 			err = readRelease(res)
 		}
 		if err != nil {
-			for _, i := range pending {
-				calls[i].Grant, calls[i].Err = backend.Grant{}, nil
-			}
+			reset(calls, pending)
 			return n, err
 		}
 	}
+	for range 3 { // BEGIN, the flush, COMMIT
+		if _, err := res.Exec(); err != nil {
+			reset(calls, pending)
+			// Every call was applied but none is durable yet: the round
+			// trip failed as a whole (the last call stands for it).
+			return len(pending) - 1, err
+		}
+	}
 	return 0, nil
+}
+
+// flushQuery writes a record to the WAL inside its transaction (a
+// transactional logical message, which any role may emit and which gives the
+// transaction an ID), so that its COMMIT waits for the WAL flush up to it, and
+// makes that commit synchronous whatever the server's default. (A transaction
+// that only took an ID, txid_current(), commits asynchronously: PostgreSQL
+// flushes at commit only for transactions that wrote WAL.)
+const flushQuery = `SELECT pg_logical_emit_message(true, 'leasehold', 'flush'), ` + syncCommit
+
+// reset forgets the answers read so far: none counts.
+func reset(calls []backend.Call, pending []int) {
+	for _, i := range pending {
+		calls[i].Grant, calls[i].Err = backend.Grant{}, nil
+	}
 }
 
 // readRenew reads a renewal queued by batchOnce: its answer (Grant and

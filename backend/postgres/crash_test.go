@@ -88,6 +88,21 @@ func TestCrashWithAsynchronousCommitLosesNothing(t *testing.T) {
 			h.ExpiresAt = r.ExpiresAt
 			holdings["k0"] = h
 		}},
+		{"batch ending with a call that changes nothing", func() {
+			// Only a transaction with an ID waits for the WAL flush: a
+			// batch whose last call deletes no row must still make the
+			// grant before it durable.
+			calls := []backend.Call{
+				{Op: backend.OpAcquire, Acquire: backend.AcquireRequest{Key: "k4", Owner: "a", Attempt: newAttempt(), TTL: live}},
+				{Op: backend.OpRelease, Release: backend.ReleaseRequest{Key: "nothing-here", Owner: "a", Attempt: newAttempt(), Token: 7}},
+			}
+			b.Batch(ctx, calls)
+			if calls[0].Err != nil || !calls[0].Grant.Acquired || calls[1].Err != nil {
+				t.Fatalf("Batch = %+v, %v; %v", calls[0].Grant, calls[0].Err, calls[1].Err)
+			}
+			holdings["k4"] = held{Grant: calls[0].Grant, key: "k4", owner: "a", attempt: calls[0].Acquire.Attempt}
+			tokens = append(tokens, calls[0].Grant.Token)
+		}},
 		{"renew batch", func() {
 			res, err := b.RenewBatch(ctx, []backend.RenewRequest{holdings["k1"].renewReq(3 * live)})
 			if err != nil || res[0].Err != nil {

@@ -23,8 +23,10 @@
 // is sent anyway): with asynchronous commit a crash could lose an
 // acknowledged grant and the sequence's advance, and the next grant would
 // repeat a token. Batch gives the same guarantee with one flush per round
-// trip: only its last transaction waits for the flush, which covers the
-// earlier ones, and it answers nothing before that.
+// trip: its calls commit without waiting, and it ends with one more
+// transaction that writes a logical message (pg_logical_emit_message, which
+// every role may call unless an administrator revoked it) and waits for the
+// flush, which covers the earlier commits; it answers nothing before that.
 //
 // Create the table with EnsureSchema at start-up, or run the DDL of
 // CreateScript out of band. PostgreSQL 12 or newer is required.
