@@ -16,9 +16,13 @@ import (
 // renewals themselves. Firing stays exact: the timer is always armed for the
 // earliest alarm.
 //
-// The ticks are sent from one long-lived goroutine (run): with the caller-runs
-// dispatcher the due actors run right there, and a fresh goroutine per firing
-// (time.AfterFunc) would grow its stack through the actors again every time.
+// The ticks are sent from a few long-lived goroutines (deliverers): with the
+// caller-runs dispatcher the due actors run right there, and a fresh goroutine
+// per firing (time.AfterFunc) would grow its stack through the actors again
+// every time. Not from the timer's own goroutine (run): a goroutine that
+// sends to an idle mailbox runs it until it is empty, and a name under heavy
+// contention can keep its mailbox busy for long; a deliverer caught so delays
+// only the ticks it was given, not the timer, and the other deliverers go on.
 //
 // An alarm is owned by one actor, which arms and stops it from its Receive; the
 // tick it gets carries the generation of the arming, so a tick from an arming
@@ -34,7 +38,18 @@ type alarms struct {
 
 	done    chan struct{} // closed by stop
 	running sync.WaitGroup
+	ticks   chan tick // to the deliverers
+	workers sync.WaitGroup
 }
+
+// tick is one alarm's message, on its way to its actor.
+type tick struct {
+	pid *actor.PID
+	msg any
+}
+
+// deliverers is how many goroutines of one alarm heap send its ticks.
+const deliverers = 4
 
 // alarm is one actor's deadline in alarms.
 type alarm struct {
@@ -47,9 +62,16 @@ type alarm struct {
 }
 
 func newAlarms(root *actor.RootContext) *alarms {
-	s := &alarms{root: root, done: make(chan struct{}), t: time.NewTimer(time.Hour)}
+	s := &alarms{root: root, done: make(chan struct{}), t: time.NewTimer(time.Hour), ticks: make(chan tick, 1024)}
 	s.t.Stop()
 	s.running.Go(s.run)
+	for range deliverers {
+		s.workers.Go(func() {
+			for t := range s.ticks {
+				s.root.Send(t.pid, t.msg)
+			}
+		})
+	}
 	return s
 }
 
@@ -121,11 +143,7 @@ func (s *alarms) rearmLocked() {
 
 // fire sends the tick of every alarm that is due and re-arms for the next.
 func (s *alarms) fire() {
-	type due struct {
-		pid *actor.PID
-		msg any
-	}
-	var ticks []due
+	var ticks []tick
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -134,13 +152,13 @@ func (s *alarms) fire() {
 	now := time.Now()
 	for len(s.h) > 0 && !s.h[0].at.After(now) {
 		a := heap.Pop(&s.h).(*alarm)
-		ticks = append(ticks, due{a.pid, a.tick(a.gen)})
+		ticks = append(ticks, tick{a.pid, a.tick(a.gen)})
 	}
 	s.armedAt = time.Time{}
 	s.rearmLocked()
 	s.mu.Unlock()
-	for _, t := range ticks { // outside the lock: a send may run the actor
-		s.root.Send(t.pid, t.msg)
+	for _, t := range ticks { // outside the lock (a deliverer may be slow)
+		s.ticks <- t
 	}
 }
 
@@ -151,7 +169,9 @@ func (s *alarms) stop() {
 	s.t.Stop()
 	s.mu.Unlock()
 	close(s.done)
-	s.running.Wait()
+	s.running.Wait() // run sends no more ticks
+	close(s.ticks)
+	s.workers.Wait()
 }
 
 // alarmHeap orders alarms by time (container/heap).

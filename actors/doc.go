@@ -21,7 +21,8 @@
 // Every actor runs on the goroutine that sends it a message while it is idle
 // (dispatcher.go): an uncontended acquire on the memory backend wakes no
 // goroutine at all. The messages they exchange are all in package messages.
-// Holdings' renewals and local deadlines share one OS timer (alarms.go); the
+// Holdings' renewals and local deadlines share a few heap-ordered timers
+// (alarms.go), one per core or so; the
 // other timers are scheduler.SendOnce re-armed with a generation number
 // (never SetReceiveTimeout or SendRepeatedly, which race in protoactor-go),
 // and every timer is cancelled when its actor stops.

@@ -47,7 +47,8 @@ type leaseActor struct {
 	maxToken uint64
 
 	cur   *holding // states held and renewing
-	holdA *alarm   // the holding's next renewal or local deadline, in Engine.alarms
+	clock *alarms  // the alarm heap of this key (Engine.alarmsFor)
+	holdA *alarm   // the holding's next renewal or local deadline, in clock
 
 	rel         releaseInFlight // state releasing
 	unconfirmed []*pendingRelease
@@ -65,7 +66,7 @@ type leaseActor struct {
 
 func newLeaseActor(e *Engine, en *entry) actor.Actor {
 	_, immediate := e.cfg.Backend.(backend.Immediate)
-	return &leaseActor{e: e, cfg: e.cfg, entry: en, key: en.key, immediate: immediate}
+	return &leaseActor{e: e, cfg: e.cfg, entry: en, key: en.key, immediate: immediate, clock: e.alarmsFor(en.key)}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
@@ -126,7 +127,7 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	case *messages.BackendResult:
 		a.onResult(ctx, m)
 	case *messages.HoldTick:
-		if a.cur != nil && a.e.alarms.fired(a.holdA, m.Gen) {
+		if a.cur != nil && a.clock.fired(a.holdA, m.Gen) {
 			a.onHoldTick(ctx)
 		}
 	case *messages.RetryTick:

@@ -150,7 +150,7 @@ func (a *leaseActor) armHold() {
 	if a.holdA == nil {
 		a.holdA = newAlarm(a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
 	}
-	a.e.alarms.arm(a.holdA, at)
+	a.clock.arm(a.holdA, at)
 }
 
 // lose ends the current holding as lost, tells the subscribers, and releases
@@ -178,7 +178,7 @@ func (a *leaseActor) end(err error, lost bool) {
 	c := a.cur
 	a.cur = nil
 	a.state = idle
-	a.e.alarms.disarm(a.holdA)
+	a.clock.disarm(a.holdA)
 	c.h.End(err, lost)
 	a.entry.holding.CompareAndSwap(c.h, nil)
 	a.cfg.Metrics.heldDelta(-1)

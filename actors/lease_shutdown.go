@@ -50,7 +50,7 @@ func closedReleased(h *lease.Holding) error {
 func (a *leaseActor) onStopping(ctx actor.Context) {
 	a.e.router.drop(a.entry) // commands from now on go to a new actor
 	if a.holdA != nil {
-		a.e.alarms.disarm(a.holdA)
+		a.clock.disarm(a.holdA)
 	}
 	a.retryT.stop()
 	a.unconfT.stop()

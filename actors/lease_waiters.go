@@ -123,6 +123,10 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}
 		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
 		a.answerObservers(a.busy.reply())
+		if a.closing { // Shutdown came while it was in flight: no poll
+			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			return
+		}
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
 			a.removeAt(0).m.Reply <- a.busy.reply()
 			return

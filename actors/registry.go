@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"hash/maphash"
+	"runtime"
 	"sync"
 	"time"
 
@@ -20,10 +22,12 @@ const idleSweep = 500 * time.Millisecond
 // found through the router; the backend actor; the event hub; and the
 // registry, which retires idle lease actors and runs Shutdown.
 type Engine struct {
-	root    *actor.RootContext
-	cfg     *Config
-	router  *router
-	alarms  *alarms
+	root   *actor.RootContext
+	cfg    *Config
+	router *router
+	// alarms serve the holdings' renewals and deadlines; a lease actor uses
+	// the one its key hashes to, so that cores do not meet on one heap.
+	alarms  []*alarms
 	hub     *actor.PID
 	backend *actor.PID
 	// registry is the parent of nothing (lease actors are spawned from the
@@ -47,21 +51,28 @@ type Engine struct {
 // Start spawns the actors of one Manager in root's system.
 func Start(root *actor.RootContext, cfg *Config) *Engine {
 	cfg.instance = newInstance()
-	e := &Engine{root: root, cfg: cfg, alarms: newAlarms(root),
+	e := &Engine{root: root, cfg: cfg,
 		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
 	props := func(producer actor.Producer) *actor.Props {
-		return actor.PropsFromProducer(producer, actor.WithDispatcher(dispatcher), actor.WithSupervisor(stopOnFailure))
+		// Stopped, not restarted, on a panic (the guardian is their
+		// supervisor: they are spawned from the root): a restarted backend
+		// actor would orphan its workers, a restarted registry its Close.
+		return actor.PropsFromProducer(producer, actor.WithDispatcher(dispatcher),
+			actor.WithSupervisor(stopOnFailure), actor.WithGuardian(stopOnFailure))
 	}
 	// The router first: the backend actor's release watch may route a
 	// notice as soon as it starts.
 	e.router = newRouter(e.spawnLease)
+	for range max(2, min(8, runtime.GOMAXPROCS(0))) {
+		e.alarms = append(e.alarms, newAlarms(root))
+	}
 	e.hub = root.Spawn(props(newHub))
 	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.backDone, &e.backWG) }))
 	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
 	// a lease actor sees a few messages per renewal period, so its lower
 	// peak throughput does not matter.
 	e.leaseProps = props(func() actor.Actor { return newLeaseActor(e, e.spawning) }).
-		Configure(actor.WithMailbox(actor.UnboundedLockfree()), actor.WithGuardian(stopOnFailure))
+		Configure(actor.WithMailbox(actor.UnboundedLockfree()))
 	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
 	return e
 }
@@ -75,6 +86,11 @@ func (e *Engine) spawnLease(en *entry) *actor.PID {
 	pid := e.root.Spawn(e.leaseProps)
 	e.spawning = nil
 	return pid
+}
+
+// alarmsFor is the alarm heap of key's holdings.
+func (e *Engine) alarmsFor(key string) *alarms {
+	return e.alarms[maphash.String(e.router.seed, key)%uint64(len(e.alarms))]
 }
 
 // Send routes a command to key's lease actor, spawning it when spawn is set.
@@ -118,7 +134,9 @@ func (e *Engine) Stop() {
 	close(e.stopped)
 	e.root.Stop(e.registry)
 	<-e.regDone
-	e.alarms.stop()
+	for _, s := range e.alarms {
+		s.stop()
+	}
 	e.root.Stop(e.backend) // cancels the calls in flight
 	<-e.backDone
 	e.backWG.Wait()
