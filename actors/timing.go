@@ -3,6 +3,8 @@ package actors
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // safetyMargin is subtracted from a TTL for the local deadline, so the holder
@@ -50,7 +52,7 @@ func renewBatchWait(renewEvery time.Duration, callers []chan<- error) time.Durat
 // quarter of the time left, at most a second, so several tries fit before the
 // deadline.
 func renewRetryDelay(left time.Duration) time.Duration {
-	return jitter(max(min(left/4, time.Second), time.Millisecond))
+	return backoff.HalfJitter.Apply(max(min(left/4, time.Second), time.Millisecond))
 }
 
 // Poll backoff for a waiter whose key is held elsewhere.
@@ -61,6 +63,11 @@ const (
 	pollCapNotified = 2 * time.Second
 	pollCapPolling  = 250 * time.Millisecond
 )
+
+// pollBackoff is the polling without release notifications: from pollFirst
+// doubling to pollCapPolling, half jitter so that contenders do not retry in
+// lockstep.
+var pollBackoff = backoff.Policy{Base: pollFirst, Cap: pollCapPolling, Jitter: backoff.HalfJitter}
 
 // pollDelay is the pause before the next attempt after `attempt` refusals,
 // and never later than just after the holder's expiry (expiry sends no
@@ -75,9 +82,9 @@ const (
 // clock: a store whose clock disagrees with this host's must not make waiters
 // poll every millisecond (or sleep for the skew).
 func pollDelay(attempt int, notified bool, holderLeft time.Duration) time.Duration {
-	d := jitter(min(pollFirst<<min(attempt, 20), pollCapPolling))
+	d := pollBackoff.Delay(attempt)
 	if notified {
-		d = jitter(pollCapNotified)
+		d = backoff.HalfJitter.Apply(pollCapNotified)
 	}
 	if holderLeft > 0 {
 		d = min(d, holderLeft+time.Millisecond)
@@ -85,19 +92,13 @@ func pollDelay(attempt int, notified bool, holderLeft time.Duration) time.Durati
 	return max(d, time.Millisecond)
 }
 
-// jitter spreads d over [d/2, d) so that contenders do not retry in lockstep.
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
-}
+// releaseBackoff spaces out the resends of an unconfirmed release: 50 ms
+// doubling to 5 s, with half jitter.
+var releaseBackoff = backoff.Policy{Base: 50 * time.Millisecond, Cap: 5 * time.Second, Jitter: backoff.HalfJitter}
 
-// releaseRetryDelay is the pause before sending an unconfirmed release again:
-// 50 ms doubling to 5 s, with jitter.
-func releaseRetryDelay(tries int) time.Duration {
-	return jitter(min(50*time.Millisecond<<min(tries, 10), 5*time.Second))
-}
+// releaseRetryDelay is the pause before sending an unconfirmed release again
+// after tries sends: in [d/2, d) for d = min(50ms·2^tries, 5s).
+func releaseRetryDelay(tries int) time.Duration { return releaseBackoff.Delay(tries) }
 
 // HealthSlack is how late a renewal may be confirmed before Manager.HealthCheck
 // reports it: the renew period plus this (the batching wait, the spread and a

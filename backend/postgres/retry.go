@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // retry runs fn until it succeeds, fails for good, or the attempts or the
@@ -49,15 +50,11 @@ func (b *Backend) again(ctx context.Context, op string, attempt int, err error) 
 	}
 }
 
-// backoff is full-jitter exponential: uniform in [0, min(max, base*2^(n-1))].
+// backoff is full-jitter exponential: uniform in [1ns, min(max, base*2^(n-1))]
+// for attempt n >= 1. Full jitter: any pause will do before a transaction is
+// tried again, and it spreads the retries of many clients the most.
 func (b *Backend) backoff(attempt int) time.Duration {
-	d := b.maxDelay
-	if attempt < 30 {
-		if e := b.baseDelay << (attempt - 1); e > 0 && e < d {
-			d = e
-		}
-	}
-	return rand.N(d) + 1
+	return backoff.Policy{Base: b.baseDelay, Cap: b.maxDelay, Jitter: backoff.FullJitter}.Delay(attempt - 1)
 }
 
 // transient reports failures that may pass if the whole operation is tried

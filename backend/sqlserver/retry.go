@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"time"
 
 	mssql "github.com/microsoft/go-mssqldb"
+
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // transientErrors are the SQL Server error numbers after which running the
@@ -105,17 +106,11 @@ type retryPolicy struct {
 }
 
 // delay returns the pause before retry number n (1 for the first retry): a
-// random duration in [d/2, d] where d = min(max, base*2^(n-1)). Jitter keeps
-// the sessions of one deadlock from colliding again.
+// random duration in [d/2, d) where d = min(max, base*2^(n-1)). Jitter keeps
+// the sessions of one deadlock from colliding again; half jitter keeps at
+// least half the pause, so that the other session has time to finish.
 func (p retryPolicy) delay(n int) time.Duration {
-	d := p.max
-	if n-1 < 30 {
-		if e := p.base << (n - 1); e > 0 && e < p.max {
-			d = e
-		}
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
+	return backoff.Policy{Base: p.base, Cap: p.max, Jitter: backoff.HalfJitter}.Delay(n - 1)
 }
 
 // retry runs fn until it succeeds, fails with a non-transient error, has run

@@ -1,0 +1,156 @@
+package leasehold_test
+
+import (
+	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadmeGoBlocksAreExamples keeps README.md's Go code from drifting: every
+// ```go block must appear, line for line, in the body of some Example
+// function of the repository's *_test.go files (all modules of the tree), so
+// that it is compiled, vetted and, where the Example has an Output, run. A
+// block edited without its Example, or an Example without its block, fails.
+//
+// Lines are compared without their indentation (the README indents with
+// spaces, gofmt with tabs, and the block may sit in a closure) and with every
+// run of blanks inside a line taken as one (gofmt re-aligns trailing
+// comments); leading and trailing blank lines of a block do not count.
+func TestReadmeGoBlocksAreExamples(t *testing.T) {
+	blocks := readmeGoBlocks(t, "README.md")
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no ```go block; is the fence spelled differently?")
+	}
+	bodies := exampleBodies(t, ".")
+	for _, b := range blocks {
+		want := "\n" + strings.Join(b.lines, "\n") + "\n"
+		found := false
+		for _, body := range bodies {
+			if strings.Contains(body, want) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("README.md:%d: the Go block starting %q is in no Example function's body; "+
+				"change the Example with it (see example_readme_test.go files)", b.line, b.lines[0])
+		}
+	}
+}
+
+// readmeBlock is one ```go block of the README: its normalised lines and the
+// README line of its first one.
+type readmeBlock struct {
+	line  int
+	lines []string
+}
+
+func readmeGoBlocks(t *testing.T, path string) []readmeBlock {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("open README: %v", err)
+	}
+	defer f.Close()
+	var (
+		blocks []readmeBlock
+		cur    *readmeBlock
+		n      int
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.TrimSpace(line) == "```go":
+			cur = &readmeBlock{}
+		case cur != nil && strings.TrimSpace(line) == "```":
+			if lines := trimBlank(cur.lines); len(lines) > 0 {
+				cur.lines = lines
+				blocks = append(blocks, *cur)
+			}
+			cur = nil
+		case cur != nil:
+			norm := normLine(line)
+			if cur.line == 0 && norm != "" {
+				cur.line = n
+			}
+			cur.lines = append(cur.lines, norm)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read README: %v", err)
+	}
+	if cur != nil {
+		t.Fatal("README.md: a ```go block is not closed")
+	}
+	return blocks
+}
+
+// exampleBodies returns the normalised bodies of every Example function in
+// the *_test.go files under root, each between newlines.
+func exampleBodies(t *testing.T, root string) []string {
+	t.Helper()
+	var bodies []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Example") {
+				continue
+			}
+			body := src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
+			var lines []string
+			for line := range strings.Lines(string(body)) {
+				lines = append(lines, normLine(line))
+			}
+			bodies = append(bodies, "\n"+strings.Join(lines, "\n")+"\n")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the Examples: %v", err)
+	}
+	return bodies
+}
+
+// normLine drops a line's indentation and trailing blanks and makes every
+// inner run of blanks one space.
+func normLine(line string) string { return strings.Join(strings.Fields(line), " ") }
+
+// trimBlank drops leading and trailing empty lines.
+func trimBlank(lines []string) []string {
+	for len(lines) > 0 && lines[0] == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
