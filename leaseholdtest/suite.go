@@ -2,15 +2,13 @@ package leaseholdtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
 )
 
 // Run runs the Manager suite against backends made by newBackend (called
@@ -20,23 +18,12 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	RunWith(t, Options{}, newBackend)
 }
 
-// Options adapt the suite to a backend's limits.
-type Options struct {
-	// TTLUnit, when not 0, is the granularity (and the minimum) of the TTLs
-	// the backend accepts, e.g. time.Second for etcd, whose leases count
-	// whole seconds. The suite's short TTLs (50ms, 500ms and multiples) are
-	// then rounded up to whole units, and its waits for expiry scale with
-	// them.
-	TTLUnit time.Duration
-}
+// Options adapt the suite to a backend's limits (see backendtest.Options).
+type Options = backendtest.Options
 
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: shortTTL, tiny: tinyTTL}
-	if u := o.TTLUnit; u > 0 {
-		s.short = (shortTTL + u - 1) / u * u
-		s.tiny = (tinyTTL + u - 1) / u * u
-	}
+	s := &suite{newBackend: newBackend, short: o.Round(shortTTL), tiny: o.Round(tinyTTL)}
 	// The group names are those the rows had in backendtest (README cites
 	// Identity/… rows); none is one of backendtest's (Backend, Inspect), so
 	// both suites can run under one test.
@@ -78,21 +65,9 @@ const (
 )
 
 // uniq returns a key prefix no other test (or earlier run) uses.
-func uniq(t *testing.T) string {
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	name := t.Name()
-	if len(name) > 60 {
-		name = name[len(name)-60:]
-	}
-	return "lhtest/" + strings.ReplaceAll(name, "/", ".") + "/" + hex.EncodeToString(r[:]) + "/"
-}
+func uniq(t *testing.T) string { return backendtest.Prefix(t) }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return backendtest.Context(t) }
 
 // newManager starts a Manager on b with its own owner and this test's key
 // prefix, closed when the test ends.

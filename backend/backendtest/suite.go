@@ -28,13 +28,17 @@ type Options struct {
 	TTLUnit time.Duration
 }
 
+// Round rounds d up to whole TTLUnits (d itself when TTLUnit is 0).
+func (o Options) Round(d time.Duration) time.Duration {
+	if u := o.TTLUnit; u > 0 {
+		return (d + u - 1) / u * u
+	}
+	return d
+}
+
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: shortTTL, tiny: tinyTTL}
-	if u := o.TTLUnit; u > 0 {
-		s.short = (shortTTL + u - 1) / u * u
-		s.tiny = (tinyTTL + u - 1) / u * u
-	}
+	s := &suite{newBackend: newBackend, short: o.Round(shortTTL), tiny: o.Round(tinyTTL)}
 	groups := []struct {
 		name  string
 		cases []testCase
@@ -72,7 +76,11 @@ const (
 )
 
 // uniq returns a key prefix no other test (or earlier run) uses.
-func uniq(t *testing.T) string {
+func uniq(t *testing.T) string { return Prefix(t) }
+
+// Prefix returns a key prefix no other test (or earlier run) uses, for the
+// conformance suites (this one and package leaseholdtest).
+func Prefix(t *testing.T) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	name := t.Name()
@@ -82,7 +90,11 @@ func uniq(t *testing.T) string {
 	return "lhtest/" + strings.ReplaceAll(name, "/", ".") + "/" + hex.EncodeToString(r[:]) + "/"
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t *testing.T) context.Context { return Context(t) }
+
+// Context is a test's context for one store call: it ends with the test, or
+// after 30 s.
+func Context(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
