@@ -1,9 +1,11 @@
 package leasehold
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -13,31 +15,41 @@ import (
 var (
 	// ErrNotAcquired: the lease is held by another owner (or by this Manager,
 	// which never re-enters) and the wait ran out. A normal outcome, not a fault.
-	ErrNotAcquired = messages.ErrNotAcquired
+	ErrNotAcquired = errors.New("leasehold: lease not acquired")
 	// ErrLost: the holding ended without its owner releasing it (no renewal
 	// confirmed before the local deadline, or the backend rejected a renewal).
-	ErrLost = messages.ErrLost
+	ErrLost = errors.New("leasehold: lease lost")
 	// ErrReleased: the holding was released (by Release, Do or Manager.Close).
-	ErrReleased = messages.ErrReleased
+	ErrReleased = errors.New("leasehold: lease released")
 	// ErrInvalidName: a lease name (or the key it normalizes to) is empty or
 	// blank, contains NUL, is not UTF-8, or is longer than 200 runes.
-	ErrInvalidName = messages.ErrInvalidName
+	ErrInvalidName = errors.New("leasehold: invalid lease name")
 	// ErrInvalidOption: an option is out of range; nothing was done.
-	ErrInvalidOption = messages.ErrInvalidOption
+	ErrInvalidOption = errors.New("leasehold: invalid option")
 	// ErrClosed: the Manager is closed.
-	ErrClosed = messages.ErrClosed
+	ErrClosed = errors.New("leasehold: manager closed")
 	// ErrTokenNotIncreasing: the backend granted a token not above one this
 	// Manager has seen for the same name, breaking the fencing promise every
 	// backend makes. Acquire releases that grant and returns this error
 	// rather than hand out a lease that does not fence off its predecessor.
-	ErrTokenNotIncreasing = messages.ErrTokenNotIncreasing
+	ErrTokenNotIncreasing = errors.New("leasehold: fencing token did not increase")
 
 	// ErrTTLTooShort: the grant came back after the lease's own local
 	// deadline (TTL minus the safety margin, counted from the request): the
 	// backend's latency used the whole TTL up. The grant is released and
 	// Acquire fails; use a longer TTL.
-	ErrTTLTooShort = messages.ErrTTLTooShort
+	ErrTTLTooShort = errors.New("leasehold: TTL too short for the backend's latency")
 )
+
+// The engine returns these very values: they are defined here, where a
+// reader of the API looks for them, and handed to the engine at init (before
+// any Manager exists).
+func init() {
+	messages.ErrNotAcquired, messages.ErrReleased = ErrNotAcquired, ErrReleased
+	messages.ErrLost, lease.ErrLost = ErrLost, ErrLost
+	messages.ErrInvalidName, messages.ErrInvalidOption, messages.ErrClosed = ErrInvalidName, ErrInvalidOption, ErrClosed
+	messages.ErrTokenNotIncreasing, messages.ErrTTLTooShort = ErrTokenNotIncreasing, ErrTTLTooShort
+}
 
 // NotAcquiredError is the ErrNotAcquired a busy lease returns; it says who held
 // it when the wait ran out. errors.Is(err, ErrNotAcquired) matches it.

@@ -13,10 +13,17 @@ type LostReason int
 const (
 	// ReasonExpired: no renewal was confirmed before the local deadline
 	// (backend unreachable, slow, or auto-renewal off).
-	ReasonExpired LostReason = lease.ReasonExpired
+	ReasonExpired LostReason = 1
 	// ReasonRejected: the backend said another owner holds the lease or it
 	// expired there.
-	ReasonRejected LostReason = lease.ReasonRejected
+	ReasonRejected LostReason = 2
+)
+
+// The engine reports reasons as the ints of package lease: these fail to
+// compile if the two ever disagree.
+var (
+	_ = [1]struct{}{}[ReasonExpired-lease.ReasonExpired]
+	_ = [1]struct{}{}[ReasonRejected-lease.ReasonRejected]
 )
 
 func (r LostReason) String() string {

@@ -7,8 +7,10 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
-// The outcomes the protocol reports. Package leasehold re-exports them; they are
-// defined here because the actors produce them.
+// The outcomes the protocol reports. Package leasehold defines the public ones
+// (with the same texts) and sets these variables, and lease.ErrLost, to its
+// own values at init, so that the engine returns exactly the errors users
+// match with errors.Is.
 var (
 	ErrNotAcquired   = errors.New("leasehold: lease not acquired")
 	ErrLost          = lease.ErrLost // a Holding ends with it by itself
