@@ -12,6 +12,10 @@ type Info struct {
 	Name string
 	// ProcessLocal is true when leases are only visible inside this process.
 	ProcessLocal bool
+	// Queue is true when the store keeps a FIFO queue of waiting attempts
+	// per key and hands a released key to its head (AcquireRequest.Queue;
+	// the rules are in queue.go).
+	Queue bool
 }
 
 // Backend is a lease store. Implementations must be safe for concurrent use.
@@ -59,7 +63,9 @@ type Backend interface {
 
 	// Release ends the holding named by r (Key, Owner, Attempt and, unless it
 	// is 0, Token). It returns nil also when no such holding exists: whatever
-	// holds the key now is left alone.
+	// holds the key now is left alone. On a Queue store it also hands the
+	// key to the head of its queue, or removes the attempt's own entry (see
+	// queue.go).
 	Release(ctx context.Context, r ReleaseRequest) error
 
 	// Close releases the backend's own resources (not the leases, and not
@@ -81,6 +87,9 @@ type AcquireRequest struct {
 	// waiting attempt marked (no announcement costs anything when nobody
 	// waits); it must announce those.
 	Wait bool
+	// Queue, on a store whose Info says Queue, keeps this attempt in the
+	// key's waiter queue while it is refused (only with Wait).
+	Queue QueueRequest
 }
 
 // RenewRequest extends one holding.
@@ -123,6 +132,10 @@ type Grant struct {
 	// with HolderExpiresAt, so a store clock that disagrees with the local
 	// one does not change how often waiters poll.
 	HolderExpiresIn time.Duration
+	// Queued reports, when not Acquired, that the attempt has an entry in
+	// the key's waiter queue after this call (a Queue store, a request with
+	// AcquireRequest.Queue, a queue not full).
+	Queued bool
 }
 
 // ErrNotHeld is returned (wrapped) by Renew when the holding no longer exists.

@@ -106,7 +106,10 @@ func (r AcquireRequest) Validate() error {
 	if err := CheckTTL(r.TTL); err != nil {
 		return err
 	}
-	return CheckMetadata(r.Metadata)
+	if err := CheckMetadata(r.Metadata); err != nil {
+		return err
+	}
+	return r.Queue.validate(r.Wait)
 }
 
 // Validate checks a renew request against the limits above.

@@ -17,6 +17,10 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid request: %v", err)
 	}
+	q := backend.QueueRequest{EntryTTL: time.Second, Pickup: 100 * time.Millisecond, Notify: "0123abcd", Poll: 7}
+	if err := (backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Wait: true, Queue: q}).Validate(); err != nil {
+		t.Fatalf("valid queued request: %v", err)
+	}
 	bad := map[string]backend.AcquireRequest{
 		"blank key":       {Key: " \t", Owner: "o", Attempt: "a.1", TTL: time.Second},
 		"NUL key":         {Key: "a\x00", Owner: "o", Attempt: "a.1", TTL: time.Second},
@@ -31,6 +35,11 @@ func TestValidate(t *testing.T) {
 		"no attempt":      {Key: "k", Owner: "o", TTL: time.Second},
 		"spaced attempt":  {Key: "k", Owner: "o", Attempt: "a 1", TTL: time.Second},
 		"long attempt":    {Key: "k", Owner: "o", Attempt: strings.Repeat("a", backend.MaxAttemptBytes+1), TTL: time.Second},
+		"queue, no wait":  {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Queue: q},
+		"queue, no TTL":   {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Wait: true, Queue: backend.QueueRequest{Pickup: time.Second}},
+		"no pickup":       {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second}},
+		"spaced address":  {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Second, Notify: "a b"}},
+		"long address":    {Key: "k", Owner: "o", Attempt: "a.1", TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Second, Notify: strings.Repeat("a", backend.MaxAddressBytes+1)}},
 	}
 	for name, r := range bad {
 		err := r.Validate()

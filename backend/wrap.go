@@ -37,7 +37,8 @@ type Middleware struct {
 
 // Wrap returns a Backend that sends every call through mw to inner and
 // implements exactly the optional capabilities inner implements
-// (ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, Revoker), so
+// (ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, Revoker,
+// HandOffWatcher), so
 // that the engine finds the same fast paths through the wrapper. Immediate is
 // kept only when mw.NonBlocking is set. Inspect, List and Revoke are operator
 // calls, not lease traffic: they pass straight through. Close closes inner.
@@ -55,6 +56,7 @@ const (
 	capLister
 	capRevoker
 	capImmediate
+	capHandOffWatcher
 	capCount = iota
 )
 
@@ -80,6 +82,9 @@ func capabilitiesOf(b Backend, keepImmediate bool) int {
 	}
 	if _, ok := b.(Immediate); ok && keepImmediate {
 		c |= capImmediate
+	}
+	if _, ok := b.(HandOffWatcher); ok {
+		c |= capHandOffWatcher
 	}
 	return c
 }
@@ -209,6 +214,15 @@ type revokerPart struct{ w *wrapped }
 
 func (p revokerPart) Revoke(ctx context.Context, key string, token uint64) (Holding, bool, error) {
 	return p.w.inner.(Revoker).Revoke(ctx, key, token)
+}
+
+// handOffPart passes hand-off notices straight through: they are not lease
+// traffic of this process until the engine picks the hand-off up, which is
+// a call through Middleware.Call.
+type handOffPart struct{ w *wrapped }
+
+func (p handOffPart) WatchHandOffs(ctx context.Context, addr string, fn func(HandOff), ready func()) error {
+	return p.w.inner.(HandOffWatcher).WatchHandOffs(ctx, addr, fn, ready)
 }
 
 type immediatePart struct{}

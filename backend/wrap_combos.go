@@ -261,6 +261,332 @@ var wrapCombos = [1 << capCount]func(*wrapped) Backend{
 	127: func(w *wrapped) Backend {
 		return wrap127{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}}
 	},
+	128: func(w *wrapped) Backend { return wrap128{w, handOffPart{w}} },
+	129: func(w *wrapped) Backend { return wrap129{w, watcherPart{w}, handOffPart{w}} },
+	130: func(w *wrapped) Backend { return wrap130{w, batchRenewerPart{w}, handOffPart{w}} },
+	131: func(w *wrapped) Backend { return wrap131{w, watcherPart{w}, batchRenewerPart{w}, handOffPart{w}} },
+	132: func(w *wrapped) Backend { return wrap132{w, batcherPart{w}, handOffPart{w}} },
+	133: func(w *wrapped) Backend { return wrap133{w, watcherPart{w}, batcherPart{w}, handOffPart{w}} },
+	134: func(w *wrapped) Backend { return wrap134{w, batchRenewerPart{w}, batcherPart{w}, handOffPart{w}} },
+	135: func(w *wrapped) Backend {
+		return wrap135{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, handOffPart{w}}
+	},
+	136: func(w *wrapped) Backend { return wrap136{w, inspectorPart{w}, handOffPart{w}} },
+	137: func(w *wrapped) Backend { return wrap137{w, watcherPart{w}, inspectorPart{w}, handOffPart{w}} },
+	138: func(w *wrapped) Backend { return wrap138{w, batchRenewerPart{w}, inspectorPart{w}, handOffPart{w}} },
+	139: func(w *wrapped) Backend {
+		return wrap139{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, handOffPart{w}}
+	},
+	140: func(w *wrapped) Backend { return wrap140{w, batcherPart{w}, inspectorPart{w}, handOffPart{w}} },
+	141: func(w *wrapped) Backend {
+		return wrap141{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, handOffPart{w}}
+	},
+	142: func(w *wrapped) Backend {
+		return wrap142{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, handOffPart{w}}
+	},
+	143: func(w *wrapped) Backend {
+		return wrap143{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, handOffPart{w}}
+	},
+	144: func(w *wrapped) Backend { return wrap144{w, listerPart{w}, handOffPart{w}} },
+	145: func(w *wrapped) Backend { return wrap145{w, watcherPart{w}, listerPart{w}, handOffPart{w}} },
+	146: func(w *wrapped) Backend { return wrap146{w, batchRenewerPart{w}, listerPart{w}, handOffPart{w}} },
+	147: func(w *wrapped) Backend {
+		return wrap147{w, watcherPart{w}, batchRenewerPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	148: func(w *wrapped) Backend { return wrap148{w, batcherPart{w}, listerPart{w}, handOffPart{w}} },
+	149: func(w *wrapped) Backend {
+		return wrap149{w, watcherPart{w}, batcherPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	150: func(w *wrapped) Backend {
+		return wrap150{w, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	151: func(w *wrapped) Backend {
+		return wrap151{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	152: func(w *wrapped) Backend { return wrap152{w, inspectorPart{w}, listerPart{w}, handOffPart{w}} },
+	153: func(w *wrapped) Backend {
+		return wrap153{w, watcherPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	154: func(w *wrapped) Backend {
+		return wrap154{w, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	155: func(w *wrapped) Backend {
+		return wrap155{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	156: func(w *wrapped) Backend {
+		return wrap156{w, batcherPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	157: func(w *wrapped) Backend {
+		return wrap157{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	158: func(w *wrapped) Backend {
+		return wrap158{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	159: func(w *wrapped) Backend {
+		return wrap159{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, handOffPart{w}}
+	},
+	160: func(w *wrapped) Backend { return wrap160{w, revokerPart{w}, handOffPart{w}} },
+	161: func(w *wrapped) Backend { return wrap161{w, watcherPart{w}, revokerPart{w}, handOffPart{w}} },
+	162: func(w *wrapped) Backend { return wrap162{w, batchRenewerPart{w}, revokerPart{w}, handOffPart{w}} },
+	163: func(w *wrapped) Backend {
+		return wrap163{w, watcherPart{w}, batchRenewerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	164: func(w *wrapped) Backend { return wrap164{w, batcherPart{w}, revokerPart{w}, handOffPart{w}} },
+	165: func(w *wrapped) Backend {
+		return wrap165{w, watcherPart{w}, batcherPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	166: func(w *wrapped) Backend {
+		return wrap166{w, batchRenewerPart{w}, batcherPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	167: func(w *wrapped) Backend {
+		return wrap167{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	168: func(w *wrapped) Backend { return wrap168{w, inspectorPart{w}, revokerPart{w}, handOffPart{w}} },
+	169: func(w *wrapped) Backend {
+		return wrap169{w, watcherPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	170: func(w *wrapped) Backend {
+		return wrap170{w, batchRenewerPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	171: func(w *wrapped) Backend {
+		return wrap171{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	172: func(w *wrapped) Backend {
+		return wrap172{w, batcherPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	173: func(w *wrapped) Backend {
+		return wrap173{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	174: func(w *wrapped) Backend {
+		return wrap174{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	175: func(w *wrapped) Backend {
+		return wrap175{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	176: func(w *wrapped) Backend { return wrap176{w, listerPart{w}, revokerPart{w}, handOffPart{w}} },
+	177: func(w *wrapped) Backend {
+		return wrap177{w, watcherPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	178: func(w *wrapped) Backend {
+		return wrap178{w, batchRenewerPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	179: func(w *wrapped) Backend {
+		return wrap179{w, watcherPart{w}, batchRenewerPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	180: func(w *wrapped) Backend {
+		return wrap180{w, batcherPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	181: func(w *wrapped) Backend {
+		return wrap181{w, watcherPart{w}, batcherPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	182: func(w *wrapped) Backend {
+		return wrap182{w, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	183: func(w *wrapped) Backend {
+		return wrap183{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	184: func(w *wrapped) Backend {
+		return wrap184{w, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	185: func(w *wrapped) Backend {
+		return wrap185{w, watcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	186: func(w *wrapped) Backend {
+		return wrap186{w, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	187: func(w *wrapped) Backend {
+		return wrap187{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	188: func(w *wrapped) Backend {
+		return wrap188{w, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	189: func(w *wrapped) Backend {
+		return wrap189{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	190: func(w *wrapped) Backend {
+		return wrap190{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	191: func(w *wrapped) Backend {
+		return wrap191{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, handOffPart{w}}
+	},
+	192: func(w *wrapped) Backend { return wrap192{w, immediatePart{}, handOffPart{w}} },
+	193: func(w *wrapped) Backend { return wrap193{w, watcherPart{w}, immediatePart{}, handOffPart{w}} },
+	194: func(w *wrapped) Backend { return wrap194{w, batchRenewerPart{w}, immediatePart{}, handOffPart{w}} },
+	195: func(w *wrapped) Backend {
+		return wrap195{w, watcherPart{w}, batchRenewerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	196: func(w *wrapped) Backend { return wrap196{w, batcherPart{w}, immediatePart{}, handOffPart{w}} },
+	197: func(w *wrapped) Backend {
+		return wrap197{w, watcherPart{w}, batcherPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	198: func(w *wrapped) Backend {
+		return wrap198{w, batchRenewerPart{w}, batcherPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	199: func(w *wrapped) Backend {
+		return wrap199{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	200: func(w *wrapped) Backend { return wrap200{w, inspectorPart{w}, immediatePart{}, handOffPart{w}} },
+	201: func(w *wrapped) Backend {
+		return wrap201{w, watcherPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	202: func(w *wrapped) Backend {
+		return wrap202{w, batchRenewerPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	203: func(w *wrapped) Backend {
+		return wrap203{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	204: func(w *wrapped) Backend {
+		return wrap204{w, batcherPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	205: func(w *wrapped) Backend {
+		return wrap205{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	206: func(w *wrapped) Backend {
+		return wrap206{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	207: func(w *wrapped) Backend {
+		return wrap207{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	208: func(w *wrapped) Backend { return wrap208{w, listerPart{w}, immediatePart{}, handOffPart{w}} },
+	209: func(w *wrapped) Backend {
+		return wrap209{w, watcherPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	210: func(w *wrapped) Backend {
+		return wrap210{w, batchRenewerPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	211: func(w *wrapped) Backend {
+		return wrap211{w, watcherPart{w}, batchRenewerPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	212: func(w *wrapped) Backend {
+		return wrap212{w, batcherPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	213: func(w *wrapped) Backend {
+		return wrap213{w, watcherPart{w}, batcherPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	214: func(w *wrapped) Backend {
+		return wrap214{w, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	215: func(w *wrapped) Backend {
+		return wrap215{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	216: func(w *wrapped) Backend {
+		return wrap216{w, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	217: func(w *wrapped) Backend {
+		return wrap217{w, watcherPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	218: func(w *wrapped) Backend {
+		return wrap218{w, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	219: func(w *wrapped) Backend {
+		return wrap219{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	220: func(w *wrapped) Backend {
+		return wrap220{w, batcherPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	221: func(w *wrapped) Backend {
+		return wrap221{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	222: func(w *wrapped) Backend {
+		return wrap222{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	223: func(w *wrapped) Backend {
+		return wrap223{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	224: func(w *wrapped) Backend { return wrap224{w, revokerPart{w}, immediatePart{}, handOffPart{w}} },
+	225: func(w *wrapped) Backend {
+		return wrap225{w, watcherPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	226: func(w *wrapped) Backend {
+		return wrap226{w, batchRenewerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	227: func(w *wrapped) Backend {
+		return wrap227{w, watcherPart{w}, batchRenewerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	228: func(w *wrapped) Backend {
+		return wrap228{w, batcherPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	229: func(w *wrapped) Backend {
+		return wrap229{w, watcherPart{w}, batcherPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	230: func(w *wrapped) Backend {
+		return wrap230{w, batchRenewerPart{w}, batcherPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	231: func(w *wrapped) Backend {
+		return wrap231{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	232: func(w *wrapped) Backend {
+		return wrap232{w, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	233: func(w *wrapped) Backend {
+		return wrap233{w, watcherPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	234: func(w *wrapped) Backend {
+		return wrap234{w, batchRenewerPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	235: func(w *wrapped) Backend {
+		return wrap235{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	236: func(w *wrapped) Backend {
+		return wrap236{w, batcherPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	237: func(w *wrapped) Backend {
+		return wrap237{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	238: func(w *wrapped) Backend {
+		return wrap238{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	239: func(w *wrapped) Backend {
+		return wrap239{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	240: func(w *wrapped) Backend {
+		return wrap240{w, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	241: func(w *wrapped) Backend {
+		return wrap241{w, watcherPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	242: func(w *wrapped) Backend {
+		return wrap242{w, batchRenewerPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	243: func(w *wrapped) Backend {
+		return wrap243{w, watcherPart{w}, batchRenewerPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	244: func(w *wrapped) Backend {
+		return wrap244{w, batcherPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	245: func(w *wrapped) Backend {
+		return wrap245{w, watcherPart{w}, batcherPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	246: func(w *wrapped) Backend {
+		return wrap246{w, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	247: func(w *wrapped) Backend {
+		return wrap247{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	248: func(w *wrapped) Backend {
+		return wrap248{w, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	249: func(w *wrapped) Backend {
+		return wrap249{w, watcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	250: func(w *wrapped) Backend {
+		return wrap250{w, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	251: func(w *wrapped) Backend {
+		return wrap251{w, watcherPart{w}, batchRenewerPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	252: func(w *wrapped) Backend {
+		return wrap252{w, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	253: func(w *wrapped) Backend {
+		return wrap253{w, watcherPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	254: func(w *wrapped) Backend {
+		return wrap254{w, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
+	255: func(w *wrapped) Backend {
+		return wrap255{w, watcherPart{w}, batchRenewerPart{w}, batcherPart{w}, inspectorPart{w}, listerPart{w}, revokerPart{w}, immediatePart{}, handOffPart{w}}
+	},
 }
 
 // wrap0: no optional capability.
@@ -1349,4 +1675,1220 @@ type wrap127 struct {
 	listerPart
 	revokerPart
 	immediatePart
+}
+
+// wrap128: HandOffWatcher.
+type wrap128 struct {
+	*wrapped
+	handOffPart
+}
+
+// wrap129: ReleaseWatcher, HandOffWatcher.
+type wrap129 struct {
+	*wrapped
+	watcherPart
+	handOffPart
+}
+
+// wrap130: BatchRenewer, HandOffWatcher.
+type wrap130 struct {
+	*wrapped
+	batchRenewerPart
+	handOffPart
+}
+
+// wrap131: ReleaseWatcher, BatchRenewer, HandOffWatcher.
+type wrap131 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	handOffPart
+}
+
+// wrap132: Batcher, HandOffWatcher.
+type wrap132 struct {
+	*wrapped
+	batcherPart
+	handOffPart
+}
+
+// wrap133: ReleaseWatcher, Batcher, HandOffWatcher.
+type wrap133 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	handOffPart
+}
+
+// wrap134: BatchRenewer, Batcher, HandOffWatcher.
+type wrap134 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	handOffPart
+}
+
+// wrap135: ReleaseWatcher, BatchRenewer, Batcher, HandOffWatcher.
+type wrap135 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	handOffPart
+}
+
+// wrap136: Inspector, HandOffWatcher.
+type wrap136 struct {
+	*wrapped
+	inspectorPart
+	handOffPart
+}
+
+// wrap137: ReleaseWatcher, Inspector, HandOffWatcher.
+type wrap137 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap138: BatchRenewer, Inspector, HandOffWatcher.
+type wrap138 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap139: ReleaseWatcher, BatchRenewer, Inspector, HandOffWatcher.
+type wrap139 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap140: Batcher, Inspector, HandOffWatcher.
+type wrap140 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap141: ReleaseWatcher, Batcher, Inspector, HandOffWatcher.
+type wrap141 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap142: BatchRenewer, Batcher, Inspector, HandOffWatcher.
+type wrap142 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap143: ReleaseWatcher, BatchRenewer, Batcher, Inspector, HandOffWatcher.
+type wrap143 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	handOffPart
+}
+
+// wrap144: Lister, HandOffWatcher.
+type wrap144 struct {
+	*wrapped
+	listerPart
+	handOffPart
+}
+
+// wrap145: ReleaseWatcher, Lister, HandOffWatcher.
+type wrap145 struct {
+	*wrapped
+	watcherPart
+	listerPart
+	handOffPart
+}
+
+// wrap146: BatchRenewer, Lister, HandOffWatcher.
+type wrap146 struct {
+	*wrapped
+	batchRenewerPart
+	listerPart
+	handOffPart
+}
+
+// wrap147: ReleaseWatcher, BatchRenewer, Lister, HandOffWatcher.
+type wrap147 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	listerPart
+	handOffPart
+}
+
+// wrap148: Batcher, Lister, HandOffWatcher.
+type wrap148 struct {
+	*wrapped
+	batcherPart
+	listerPart
+	handOffPart
+}
+
+// wrap149: ReleaseWatcher, Batcher, Lister, HandOffWatcher.
+type wrap149 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	listerPart
+	handOffPart
+}
+
+// wrap150: BatchRenewer, Batcher, Lister, HandOffWatcher.
+type wrap150 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	listerPart
+	handOffPart
+}
+
+// wrap151: ReleaseWatcher, BatchRenewer, Batcher, Lister, HandOffWatcher.
+type wrap151 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	listerPart
+	handOffPart
+}
+
+// wrap152: Inspector, Lister, HandOffWatcher.
+type wrap152 struct {
+	*wrapped
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap153: ReleaseWatcher, Inspector, Lister, HandOffWatcher.
+type wrap153 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap154: BatchRenewer, Inspector, Lister, HandOffWatcher.
+type wrap154 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap155: ReleaseWatcher, BatchRenewer, Inspector, Lister, HandOffWatcher.
+type wrap155 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap156: Batcher, Inspector, Lister, HandOffWatcher.
+type wrap156 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap157: ReleaseWatcher, Batcher, Inspector, Lister, HandOffWatcher.
+type wrap157 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap158: BatchRenewer, Batcher, Inspector, Lister, HandOffWatcher.
+type wrap158 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap159: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, HandOffWatcher.
+type wrap159 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	handOffPart
+}
+
+// wrap160: Revoker, HandOffWatcher.
+type wrap160 struct {
+	*wrapped
+	revokerPart
+	handOffPart
+}
+
+// wrap161: ReleaseWatcher, Revoker, HandOffWatcher.
+type wrap161 struct {
+	*wrapped
+	watcherPart
+	revokerPart
+	handOffPart
+}
+
+// wrap162: BatchRenewer, Revoker, HandOffWatcher.
+type wrap162 struct {
+	*wrapped
+	batchRenewerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap163: ReleaseWatcher, BatchRenewer, Revoker, HandOffWatcher.
+type wrap163 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap164: Batcher, Revoker, HandOffWatcher.
+type wrap164 struct {
+	*wrapped
+	batcherPart
+	revokerPart
+	handOffPart
+}
+
+// wrap165: ReleaseWatcher, Batcher, Revoker, HandOffWatcher.
+type wrap165 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	revokerPart
+	handOffPart
+}
+
+// wrap166: BatchRenewer, Batcher, Revoker, HandOffWatcher.
+type wrap166 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	revokerPart
+	handOffPart
+}
+
+// wrap167: ReleaseWatcher, BatchRenewer, Batcher, Revoker, HandOffWatcher.
+type wrap167 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	revokerPart
+	handOffPart
+}
+
+// wrap168: Inspector, Revoker, HandOffWatcher.
+type wrap168 struct {
+	*wrapped
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap169: ReleaseWatcher, Inspector, Revoker, HandOffWatcher.
+type wrap169 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap170: BatchRenewer, Inspector, Revoker, HandOffWatcher.
+type wrap170 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap171: ReleaseWatcher, BatchRenewer, Inspector, Revoker, HandOffWatcher.
+type wrap171 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap172: Batcher, Inspector, Revoker, HandOffWatcher.
+type wrap172 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap173: ReleaseWatcher, Batcher, Inspector, Revoker, HandOffWatcher.
+type wrap173 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap174: BatchRenewer, Batcher, Inspector, Revoker, HandOffWatcher.
+type wrap174 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap175: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Revoker, HandOffWatcher.
+type wrap175 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	revokerPart
+	handOffPart
+}
+
+// wrap176: Lister, Revoker, HandOffWatcher.
+type wrap176 struct {
+	*wrapped
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap177: ReleaseWatcher, Lister, Revoker, HandOffWatcher.
+type wrap177 struct {
+	*wrapped
+	watcherPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap178: BatchRenewer, Lister, Revoker, HandOffWatcher.
+type wrap178 struct {
+	*wrapped
+	batchRenewerPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap179: ReleaseWatcher, BatchRenewer, Lister, Revoker, HandOffWatcher.
+type wrap179 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap180: Batcher, Lister, Revoker, HandOffWatcher.
+type wrap180 struct {
+	*wrapped
+	batcherPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap181: ReleaseWatcher, Batcher, Lister, Revoker, HandOffWatcher.
+type wrap181 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap182: BatchRenewer, Batcher, Lister, Revoker, HandOffWatcher.
+type wrap182 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap183: ReleaseWatcher, BatchRenewer, Batcher, Lister, Revoker, HandOffWatcher.
+type wrap183 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap184: Inspector, Lister, Revoker, HandOffWatcher.
+type wrap184 struct {
+	*wrapped
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap185: ReleaseWatcher, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap185 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap186: BatchRenewer, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap186 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap187: ReleaseWatcher, BatchRenewer, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap187 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap188: Batcher, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap188 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap189: ReleaseWatcher, Batcher, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap189 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap190: BatchRenewer, Batcher, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap190 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap191: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, Revoker, HandOffWatcher.
+type wrap191 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	handOffPart
+}
+
+// wrap192: Immediate, HandOffWatcher.
+type wrap192 struct {
+	*wrapped
+	immediatePart
+	handOffPart
+}
+
+// wrap193: ReleaseWatcher, Immediate, HandOffWatcher.
+type wrap193 struct {
+	*wrapped
+	watcherPart
+	immediatePart
+	handOffPart
+}
+
+// wrap194: BatchRenewer, Immediate, HandOffWatcher.
+type wrap194 struct {
+	*wrapped
+	batchRenewerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap195: ReleaseWatcher, BatchRenewer, Immediate, HandOffWatcher.
+type wrap195 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap196: Batcher, Immediate, HandOffWatcher.
+type wrap196 struct {
+	*wrapped
+	batcherPart
+	immediatePart
+	handOffPart
+}
+
+// wrap197: ReleaseWatcher, Batcher, Immediate, HandOffWatcher.
+type wrap197 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	immediatePart
+	handOffPart
+}
+
+// wrap198: BatchRenewer, Batcher, Immediate, HandOffWatcher.
+type wrap198 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	immediatePart
+	handOffPart
+}
+
+// wrap199: ReleaseWatcher, BatchRenewer, Batcher, Immediate, HandOffWatcher.
+type wrap199 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	immediatePart
+	handOffPart
+}
+
+// wrap200: Inspector, Immediate, HandOffWatcher.
+type wrap200 struct {
+	*wrapped
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap201: ReleaseWatcher, Inspector, Immediate, HandOffWatcher.
+type wrap201 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap202: BatchRenewer, Inspector, Immediate, HandOffWatcher.
+type wrap202 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap203: ReleaseWatcher, BatchRenewer, Inspector, Immediate, HandOffWatcher.
+type wrap203 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap204: Batcher, Inspector, Immediate, HandOffWatcher.
+type wrap204 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap205: ReleaseWatcher, Batcher, Inspector, Immediate, HandOffWatcher.
+type wrap205 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap206: BatchRenewer, Batcher, Inspector, Immediate, HandOffWatcher.
+type wrap206 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap207: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Immediate, HandOffWatcher.
+type wrap207 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	immediatePart
+	handOffPart
+}
+
+// wrap208: Lister, Immediate, HandOffWatcher.
+type wrap208 struct {
+	*wrapped
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap209: ReleaseWatcher, Lister, Immediate, HandOffWatcher.
+type wrap209 struct {
+	*wrapped
+	watcherPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap210: BatchRenewer, Lister, Immediate, HandOffWatcher.
+type wrap210 struct {
+	*wrapped
+	batchRenewerPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap211: ReleaseWatcher, BatchRenewer, Lister, Immediate, HandOffWatcher.
+type wrap211 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap212: Batcher, Lister, Immediate, HandOffWatcher.
+type wrap212 struct {
+	*wrapped
+	batcherPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap213: ReleaseWatcher, Batcher, Lister, Immediate, HandOffWatcher.
+type wrap213 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap214: BatchRenewer, Batcher, Lister, Immediate, HandOffWatcher.
+type wrap214 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap215: ReleaseWatcher, BatchRenewer, Batcher, Lister, Immediate, HandOffWatcher.
+type wrap215 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap216: Inspector, Lister, Immediate, HandOffWatcher.
+type wrap216 struct {
+	*wrapped
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap217: ReleaseWatcher, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap217 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap218: BatchRenewer, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap218 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap219: ReleaseWatcher, BatchRenewer, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap219 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap220: Batcher, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap220 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap221: ReleaseWatcher, Batcher, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap221 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap222: BatchRenewer, Batcher, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap222 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap223: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, Immediate, HandOffWatcher.
+type wrap223 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap224: Revoker, Immediate, HandOffWatcher.
+type wrap224 struct {
+	*wrapped
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap225: ReleaseWatcher, Revoker, Immediate, HandOffWatcher.
+type wrap225 struct {
+	*wrapped
+	watcherPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap226: BatchRenewer, Revoker, Immediate, HandOffWatcher.
+type wrap226 struct {
+	*wrapped
+	batchRenewerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap227: ReleaseWatcher, BatchRenewer, Revoker, Immediate, HandOffWatcher.
+type wrap227 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap228: Batcher, Revoker, Immediate, HandOffWatcher.
+type wrap228 struct {
+	*wrapped
+	batcherPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap229: ReleaseWatcher, Batcher, Revoker, Immediate, HandOffWatcher.
+type wrap229 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap230: BatchRenewer, Batcher, Revoker, Immediate, HandOffWatcher.
+type wrap230 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap231: ReleaseWatcher, BatchRenewer, Batcher, Revoker, Immediate, HandOffWatcher.
+type wrap231 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap232: Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap232 struct {
+	*wrapped
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap233: ReleaseWatcher, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap233 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap234: BatchRenewer, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap234 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap235: ReleaseWatcher, BatchRenewer, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap235 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap236: Batcher, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap236 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap237: ReleaseWatcher, Batcher, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap237 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap238: BatchRenewer, Batcher, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap238 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap239: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Revoker, Immediate, HandOffWatcher.
+type wrap239 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap240: Lister, Revoker, Immediate, HandOffWatcher.
+type wrap240 struct {
+	*wrapped
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap241: ReleaseWatcher, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap241 struct {
+	*wrapped
+	watcherPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap242: BatchRenewer, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap242 struct {
+	*wrapped
+	batchRenewerPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap243: ReleaseWatcher, BatchRenewer, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap243 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap244: Batcher, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap244 struct {
+	*wrapped
+	batcherPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap245: ReleaseWatcher, Batcher, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap245 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap246: BatchRenewer, Batcher, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap246 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap247: ReleaseWatcher, BatchRenewer, Batcher, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap247 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap248: Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap248 struct {
+	*wrapped
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap249: ReleaseWatcher, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap249 struct {
+	*wrapped
+	watcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap250: BatchRenewer, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap250 struct {
+	*wrapped
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap251: ReleaseWatcher, BatchRenewer, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap251 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap252: Batcher, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap252 struct {
+	*wrapped
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap253: ReleaseWatcher, Batcher, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap253 struct {
+	*wrapped
+	watcherPart
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap254: BatchRenewer, Batcher, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap254 struct {
+	*wrapped
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
+}
+
+// wrap255: ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, Revoker, Immediate, HandOffWatcher.
+type wrap255 struct {
+	*wrapped
+	watcherPart
+	batchRenewerPart
+	batcherPart
+	inspectorPart
+	listerPart
+	revokerPart
+	immediatePart
+	handOffPart
 }

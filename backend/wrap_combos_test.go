@@ -24,6 +24,9 @@ func (fullFake) Revoke(context.Context, string, uint64) (Holding, bool, error) {
 	return Holding{}, false, nil
 }
 func (fullFake) Immediate() {}
+func (fullFake) WatchHandOffs(context.Context, string, func(HandOff), func()) error {
+	return nil
+}
 
 // Every combination type has exactly its capabilities, and Wrap of a backend
 // with any set of capabilities has the same set (Immediate only when the
@@ -36,14 +39,14 @@ func TestWrapKeepsExactlyTheCapabilities(t *testing.T) {
 	for c := range 1 << capCount {
 		inner := wrapCombos[c](&wrapped{inner: fullFake{}})
 		if got := capabilitiesOf(inner, true); got != c {
-			t.Errorf("wrap%d has capabilities %07b, want %07b", c, got, c)
+			t.Errorf("wrap%d has capabilities %08b, want %08b", c, got, c)
 			continue
 		}
 		if got := capabilitiesOf(Wrap(inner, Middleware{}), true); got != c&^capImmediate {
-			t.Errorf("Wrap of %07b has %07b, want %07b (no Immediate by default)", c, got, c&^capImmediate)
+			t.Errorf("Wrap of %08b has %08b, want %08b (no Immediate by default)", c, got, c&^capImmediate)
 		}
 		if got := capabilitiesOf(Wrap(inner, Middleware{NonBlocking: true}), true); got != c {
-			t.Errorf("Wrap of %07b with a non-blocking middleware has %07b", c, got)
+			t.Errorf("Wrap of %08b with a non-blocking middleware has %08b", c, got)
 		}
 	}
 }

@@ -21,6 +21,7 @@ var wrapParts = []struct{ capability, part string }{
 	{"Lister", "listerPart"},
 	{"Revoker", "revokerPart"},
 	{"Immediate", "immediatePart"},
+	{"HandOffWatcher", "handOffPart"},
 }
 
 // renderWrapCombos writes wrap_combos.go: one wrapper type per set of

@@ -45,6 +45,7 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 	}{
 		{"Backend", s.backendCases()}, // the Backend contract itself
 		{"Inspect", s.inspectCases()}, // Inspector, Lister, Revoker
+		{"Queue", s.queueCases()},     // the waiter queue and the hand-off
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
