@@ -72,8 +72,13 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	}
 	h := e.holding(key, now)
 	s.deleteLocked(key)
+	ho, addr, handed := b.handOnLocked(s, key, now) // as a release does
 	s.mu.Unlock()
-	b.notify(key) // a revoke wakes waiters whether or not they marked it
+	if handed {
+		b.sendHandOff(addr, ho)
+	} else {
+		b.notify(key) // a revoke wakes waiters whether or not they marked it
+	}
 	return h, true, nil
 }
 

@@ -34,12 +34,14 @@ type Backend struct {
 
 	wmu      sync.Mutex
 	watchers map[int]func(string)
+	handoffs map[string]map[int]func(backend.HandOff) // by address
 	nextW    int
 }
 
 type shard struct {
 	mu       sync.Mutex
 	leases   map[string]*entry
+	queues   map[string]*waitQueue // keys somebody waits for (queue.go)
 	acquires int
 	peak     int // most leases held at once since the map was made
 	_        [32]byte
@@ -63,9 +65,10 @@ var (
 
 // New returns an empty store.
 func New() *Backend {
-	b := &Backend{seed: maphash.MakeSeed(), watchers: map[int]func(string){}}
+	b := &Backend{seed: maphash.MakeSeed(), watchers: map[int]func(string){}, handoffs: map[string]map[int]func(backend.HandOff){}}
 	for i := range b.shards {
 		b.shards[i].leases = map[string]*entry{}
+		b.shards[i].queues = map[string]*waitQueue{}
 	}
 	return b
 }
@@ -74,8 +77,10 @@ func (b *Backend) shard(key string) *shard {
 	return &b.shards[maphash.String(b.seed, key)%shards]
 }
 
-// Info reports Name "memory", ProcessLocal true.
-func (b *Backend) Info() backend.Info { return backend.Info{Name: "memory", ProcessLocal: true} }
+// Info reports Name "memory", ProcessLocal true, Queue true.
+func (b *Backend) Info() backend.Info {
+	return backend.Info{Name: "memory", ProcessLocal: true, Queue: true}
+}
 
 // Immediate marks calls as never waiting on I/O.
 func (b *Backend) Immediate() {}
@@ -98,11 +103,17 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	switch {
 	case e != nil && now.Before(e.expires) && (e.attempt != r.Attempt || e.owner != r.Owner):
 		e.waited = e.waited || r.Wait
-		return backend.Grant{Holder: e.owner, HolderToken: e.token, HolderExpiresAt: e.expires, HolderExpiresIn: e.expires.Sub(now)}, nil
+		queued := s.enqueueLocked(r.Key, r, now)
+		return backend.Grant{Holder: e.owner, HolderToken: e.token, HolderExpiresAt: e.expires, HolderExpiresIn: e.expires.Sub(now), Queued: queued}, nil
 	case e != nil && now.Before(e.expires): // the same attempt again: refresh, keep token
 		e.expires, e.metadata = now.Add(r.TTL), r.Metadata
 	default:
+		if turn := s.turnLocked(r.Key, r, now); turn > 0 { // the head waiter's turn
+			queued := s.enqueueLocked(r.Key, r, now)
+			return backend.Grant{HolderExpiresAt: now.Add(turn), HolderExpiresIn: turn, Queued: queued}, nil
+		}
 		e = &entry{owner: r.Owner, attempt: r.Attempt, token: b.lastTok.Add(1), expires: now.Add(r.TTL), metadata: r.Metadata}
+		e.waited = s.grantedLocked(r.Key, r.Owner, r.Attempt)
 		s.leases[r.Key] = e
 		s.peak = max(s.peak, len(s.leases))
 	}
@@ -156,15 +167,31 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := check(ctx, r.Validate()); err != nil {
 		return err
 	}
+	now := time.Now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
 	e := s.leases[r.Key]
 	released := e != nil && e.is(r.Owner, r.Attempt, r.Token)
-	if released {
+	var (
+		h       backend.HandOff
+		addr    string
+		handed  bool
+		wasLive = released && now.Before(e.expires)
+	)
+	switch {
+	case released:
 		s.deleteLocked(r.Key)
+		if wasLive { // an expired holding hands nothing on (queue.go)
+			h, addr, handed = b.handOnLocked(s, r.Key, now)
+		}
+	default:
+		s.leaveLocked(r.Key, r.Owner, r.Attempt)
 	}
 	s.mu.Unlock()
-	if released && e.waited { // nobody waits, nobody is told: see AcquireRequest.Wait
+	switch {
+	case handed:
+		b.sendHandOff(addr, h)
+	case released && e.waited: // nobody waits, nobody is told: see AcquireRequest.Wait
 		b.notify(r.Key)
 	}
 	return nil
@@ -231,6 +258,7 @@ func (s *shard) sweepLocked(now time.Time) {
 			s.deleteLocked(k)
 		}
 	}
+	s.sweepQueuesLocked(now)
 }
 
 func (s *shard) deleteLocked(key string) {
