@@ -89,7 +89,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	}
 	m.cfg = &actors.Config{
 		Owner: m.owner, Backend: b, Logger: c.logger, Metrics: metrics,
-		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay,
+		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay, Pickup: c.pickup,
 	}
 	m.engine = actors.Start(m.system.Root, m.cfg)
 	return m, nil

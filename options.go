@@ -23,6 +23,7 @@ type managerConfig struct {
 	batchSize  int
 	batchDelay time.Duration
 	meters     metric.MeterProvider
+	pickup     time.Duration
 	err        error
 }
 
@@ -90,6 +91,21 @@ func WithRenewBatching(size int, delay time.Duration) Option {
 			c.fail(fmt.Errorf("%w: WithRenewBatching(%d, %v): size must be at least 1 and delay not negative", ErrInvalidOption, size, delay))
 		}
 		c.batchSize, c.batchDelay = size, delay
+	}
+}
+
+// WithPickupWindow sets how long a store that keeps a waiter queue (Redis,
+// PostgreSQL, SQL Server, memory) holds a released name for this Manager's
+// waiter it was handed to, before it takes it back and hands it on; also how
+// often such a waiter polls while it waits. A dead waiter delays the others
+// at most this long, once. Default 2s; a lease's window is at most a quarter
+// of its TTL.
+func WithPickupWindow(d time.Duration) Option {
+	return func(c *managerConfig) {
+		if d < backend.MinTTL || d > backend.MaxTTL {
+			c.fail(fmt.Errorf("%w: WithPickupWindow(%v): outside [%v, %v]", ErrInvalidOption, d, backend.MinTTL, backend.MaxTTL))
+		}
+		c.pickup = d
 	}
 }
 

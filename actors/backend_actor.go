@@ -26,11 +26,12 @@ const releaseTimeout = 10 * time.Second
 // Immediate backend themselves.) Stopping cancels every call in flight and
 // Engine.Stop waits for it, so nothing outlives the Manager.
 type backendActor struct {
-	cfg    *Config
-	root   *actor.RootContext
-	notice func(key string) // wakes the waiters of key
-	done   chan struct{}    // closed when stopped
-	inline bool
+	cfg     *Config
+	root    *actor.RootContext
+	notice  func(key string)        // wakes the waiters of key
+	handOff func(h backend.HandOff) // gives a hand-off to key's lease actor
+	done    chan struct{}           // closed when stopped
+	inline  bool
 
 	base   context.Context // ends when the actor stops
 	cancel context.CancelFunc
@@ -49,7 +50,7 @@ type backendActor struct {
 	batch *renewBatcher // nil unless the backend renews in batches
 }
 
-func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
+func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
 	_, inline := cfg.Backend.(backend.Immediate)
 	n := cfg.MaxInFlight
 	if n <= 0 {
@@ -57,7 +58,7 @@ func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), 
 	}
 	base, cancel := context.WithCancel(context.Background())
 	calls, cancelCalls := context.WithCancel(base)
-	a := &backendActor{cfg: cfg, root: root, notice: notice, done: done, wg: wg, inline: inline,
+	a := &backendActor{cfg: cfg, root: root, notice: notice, handOff: handOff, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
 	if inline {
 		return a
@@ -90,6 +91,18 @@ func (a *backendActor) Receive(ctx actor.Context) {
 				case errors.Is(err, errors.ErrUnsupported): // switched off: waiters poll
 				default:
 					a.cfg.Logger.Warn("leasehold: release notifications stopped; waiters poll", "err", err)
+				}
+			})
+		}
+		if w, ok := a.cfg.Backend.(backend.HandOffWatcher); ok && a.cfg.queue {
+			a.wg.Go(func() {
+				err := w.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffs.Store(true) })
+				a.cfg.handOffs.Store(false)
+				switch {
+				case a.base.Err() != nil:
+				case errors.Is(err, errors.ErrUnsupported): // switched off: queued waiters poll
+				default:
+					a.cfg.Logger.Warn("leasehold: hand-off notices stopped; queued waiters poll", "err", err)
 				}
 			})
 		}

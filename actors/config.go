@@ -39,6 +39,16 @@ type Config struct {
 	// poll less often then.
 	notifications atomic.Bool
 
+	// Pickup is the pickup window of a hand-off to this Manager's waiters
+	// on a Queue store (0: DefaultPickup); a lease's is at most a quarter
+	// of its TTL (Config.pickup).
+	Pickup time.Duration
+	// queue: the store keeps a waiter queue (backend.Info.Queue).
+	queue bool
+	// handOffs is true while the store's hand-off notices to this Manager
+	// are watched; queued waiters then poll only as a fallback.
+	handOffs atomic.Bool
+
 	// instance and attempts make attempt identities: unique across
 	// processes (instance is random) and cheap (a counter, not a random
 	// number per attempt).
@@ -90,6 +100,30 @@ func newInstance() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// DefaultPickup is the default pickup window: a dead waiter delays the others
+// at most this long, once; a queued waiter whose hand-off notice was lost
+// gets the key within it.
+const DefaultPickup = 2 * time.Second
+
+// pickup is the pickup window of a lease of ttl.
+func (c *Config) pickup(ttl time.Duration) time.Duration {
+	p := c.Pickup
+	if p <= 0 {
+		p = DefaultPickup
+	}
+	return max(min(p, ttl/4), time.Millisecond)
+}
+
+// entryTTL is how long a queue entry outlives the acquire that renewed it: a
+// few poll periods (the longest a queued waiter waits between polls is the
+// pickup window or pollCapNotified), so that only a dead waiter's lapses.
+func entryTTL(pickup time.Duration) time.Duration {
+	return 3 * max(pickup, pollCapNotified)
+}
+
+// address is where the store sends this Manager's hand-off notices.
+func (c *Config) address() string { return c.instance }
 
 // Defaults of the batching options.
 const (

@@ -121,6 +121,9 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	case *messages.ReleaseNotice:
 		a.handled++
 		a.wake()
+	case *messages.HandOffNotice:
+		a.handled++
+		a.onHandOff(ctx, m.HandOff)
 	case *messages.Shutdown:
 		a.handled++
 		a.onShutdown(ctx)

@@ -19,6 +19,10 @@ type holding struct {
 	auto       bool
 	deadline   time.Time // local, monotonic: lost if no renewal is confirmed by then
 	nextRenew  time.Time // zero: no renewal due (none automatic, or one in flight)
+	// pickup: a hand-off, held on the store only for its pickup window
+	// until a renewal gives it the TTL; that renewal is made whether or
+	// not the lease renews automatically.
+	pickup bool
 
 	// The renewal in flight (state renewing).
 	renewSeq     uint64
@@ -29,15 +33,21 @@ type holding struct {
 }
 
 // hold turns a claimed grant into the current holding and hands it over.
-func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant) {
+// deadline is its local deadline; pickup says it is a hand-off held only for
+// its pickup window (lease_handoff.go).
+func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, pickup bool) {
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
-	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: localDeadline(a.acq.sent, m.TTL)}
+	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup}
 	a.state = held
 	h.SetDeadline(a.cur.deadline, a.now)
 	a.entry.holding.Store(h)
 	a.cfg.Metrics.heldDelta(1)
-	if a.cur.auto {
+	switch {
+	case pickup:
+		// Renew to the TTL by half of what is left of the window.
+		a.cur.nextRenew = a.now.Add(deadline.Sub(a.now) / 2)
+	case a.cur.auto:
 		a.cur.nextRenew = a.now.Add(spread(a.cur.renewEvery))
 	}
 	a.armHold()
@@ -88,6 +98,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
 		c.deadline = localDeadline(c.renewSent, c.renewTTL)
 		c.h.SetDeadline(c.deadline, a.now)
+		c.pickup = false
 		if c.auto {
 			c.nextRenew = a.now.Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL)))
 		}
@@ -101,7 +112,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
 			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
-		if c.auto {
+		if c.auto || c.pickup {
 			c.nextRenew = time.Now().Add(renewRetryDelay(time.Until(c.deadline)))
 			a.armHold()
 		}

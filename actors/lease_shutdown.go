@@ -31,11 +31,20 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 		if i == 0 && a.state == acquiring {
 			break // its result releases any grant and answers ErrClosed
 		}
-		a.removeAt(i).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+		a.leave(a.removeAt(i)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 	}
 	if c := a.cur; c != nil {
 		a.end(closedReleased(c.h), false)
 		a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
+		return
+	}
+	if n := len(a.unconfirmed); n > 0 && a.state == idle && a.unconfirmed[n-1].token == 0 {
+		// The head waiter left the store's queue: its clean-up release
+		// goes once now (unconfirmed releases are not retried after
+		// Close, and its entry would otherwise cost the next waiter a
+		// pickup window).
+		p := a.unconfirmed[n-1]
+		a.sendRelease(ctx, releaseInFlight{p: *p, retry: p})
 	}
 }
 

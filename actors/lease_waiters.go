@@ -19,6 +19,14 @@ type waiter struct {
 	deadline time.Time // zero: no deadline of its own
 	timer    scheduler.CancelFunc
 	attempts int // refusals so far, for poll backoff
+
+	// On a Queue store (lease_handoff.go):
+	polls    uint64    // acquires sent for its attempt (QueueRequest.Poll of the last)
+	pollSent time.Time // when the last refused one was sent
+	queued   bool      // the store's last answer: the attempt has a queue entry
+	// handNoticed: a hand-off notice for its attempt came (for the
+	// leasehold.handoffs metric).
+	handNoticed bool
 }
 
 // acquireInFlight is the head waiter's acquire (state acquiring).
@@ -76,19 +84,20 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 			continue
 		}
 		if err := w.m.Ctx.Err(); err != nil || w.m.Ticket.Abandoned() {
-			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: err}
+			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: err}
 			continue
 		}
 		if w.attempt == "" {
 			w.attempt = a.cfg.newAttempt()
 		}
 		a.state = acquiring
-		a.call(ctx, messages.BackendCall{
-			Call: backend.Call{Op: backend.OpAcquire, Acquire: backend.AcquireRequest{
-				Key: a.key, Owner: a.cfg.Owner, Attempt: w.attempt, TTL: w.m.TTL, Metadata: w.m.Metadata, Wait: w.m.Wait != 0,
-			}},
-			Ctx: w.m.Ctx,
-		})
+		req := backend.AcquireRequest{
+			Key: a.key, Owner: a.cfg.Owner, Attempt: w.attempt, TTL: w.m.TTL, Metadata: w.m.Metadata, Wait: w.m.Wait != 0,
+		}
+		if a.cfg.queue && req.Wait {
+			req.Queue = a.queueRequest(w)
+		}
+		a.call(ctx, messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire, Acquire: req}, Ctx: w.m.Ctx})
 		a.acq = acquireInFlight{seq: a.seq, sent: a.now}
 		return
 	}
@@ -122,13 +131,14 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 	case !r.Grant.Acquired:
 		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}
 		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
+		w.queued, w.pollSent = r.Grant.Queued, a.acq.sent
 		a.answerObservers(a.busy.reply())
 		if a.closing { // Shutdown came while it was in flight: no poll
-			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			return
 		}
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
-			a.removeAt(0).m.Reply <- a.busy.reply()
+			a.leave(a.removeAt(0)).m.Reply <- a.busy.reply()
 			return
 		}
 		if a.acq.noticed { // released meanwhile: try again at once
@@ -136,7 +146,11 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			return
 		}
 		a.state = polling
-		a.retryT.arm(a.timers, pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresIn), a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		delay := pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresIn)
+		if w.queued && a.cfg.handOffs.Load() {
+			delay = queuedPollDelay(a.cfg.pickup(m.TTL), r.Grant.HolderExpiresIn)
+		}
+		a.retryT.arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:
@@ -160,7 +174,10 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			// The caller gave up while the grant was on its way.
 			a.startRelease(ctx, w.attempt, tok, m.TTL, nil)
 		default:
-			a.hold(m, w.attempt, r.Grant)
+			if w.queued || w.handNoticed {
+				a.cfg.Metrics.handedOff(w.handNoticed)
+			}
+			a.hold(m, w.attempt, r.Grant, localDeadline(a.acq.sent, m.TTL), false)
 		}
 	}
 }
@@ -215,7 +232,7 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 	if i < 0 || (i == 0 && a.state == acquiring) {
 		return // gone, or its attempt in flight decides
 	}
-	w := a.removeAt(i)
+	w := a.leave(a.removeAt(i))
 	reply := a.busy.reply()
 	if a.state.holds() {
 		reply = a.heldHere()
@@ -229,7 +246,7 @@ func (a *leaseActor) dropWaiter(t *lease.Ticket, err error) {
 	if i < 0 || (i == 0 && a.state == acquiring) {
 		return // its attempt in flight will find the ticket abandoned
 	}
-	a.removeAt(i).m.Reply <- messages.AcquireReply{Err: err}
+	a.leave(a.removeAt(i)).m.Reply <- messages.AcquireReply{Err: err}
 }
 
 // wake retries the head waiter now: the key was released somewhere.

@@ -22,6 +22,7 @@ type Metrics struct {
 	losses          metric.Int64Counter
 	calls           metric.Int64Counter
 	callDuration    metric.Float64Histogram
+	handOffs        metric.Int64Counter
 
 	// Option slices, not single options: a variadic call with a slice
 	// passed as is allocates nothing, one with a list of options does.
@@ -32,6 +33,8 @@ type Metrics struct {
 	callAdd        map[[2]string][]metric.AddOption
 	callRecord     map[[2]string][]metric.RecordOption
 	inc            []metric.AddOption // none
+	viaNotice      []metric.AddOption
+	viaPoll        []metric.AddOption
 }
 
 // Outcomes and operations, as the attribute values name them.
@@ -64,7 +67,7 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 		callAdd:        map[[2]string][]metric.AddOption{},
 		callRecord:     map[[2]string][]metric.RecordOption{},
 	}
-	var errs [6]error
+	var errs [7]error
 	m.acquireDuration, errs[0] = meter.Float64Histogram("leasehold.acquire.duration",
 		metric.WithUnit("s"), metric.WithDescription("Time Acquire took, waiting included, by outcome."),
 		metric.WithExplicitBucketBoundaries(secondsBuckets...))
@@ -79,6 +82,8 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	m.callDuration, errs[5] = meter.Float64Histogram("leasehold.backend.duration",
 		metric.WithUnit("s"), metric.WithDescription("Backend call latency, by operation and outcome."),
 		metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	m.handOffs, errs[6] = meter.Int64Counter("leasehold.handoffs",
+		metric.WithDescription("Keys a queued waiter got on a Queue store, by how it learned of its turn: a hand-off notice, or its own poll (the fallback after an expiry or a lost notice)."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -89,6 +94,10 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	for _, o := range []string{OutcomeAcquired, OutcomeNotAcquired, OutcomeCanceled, OutcomeError} {
 		m.acquireOutcome[o] = []metric.RecordOption{set(outcome(o))}
 	}
+	via := func(v string) []metric.AddOption {
+		return []metric.AddOption{set(attribute.String("leasehold.handoff.via", v))}
+	}
+	m.viaNotice, m.viaPoll = via("notice"), via("poll")
 	m.renewOK, m.renewFailed = []metric.AddOption{set(outcome("ok"))}, []metric.AddOption{set(outcome("failed"))}
 	m.lossReason[1] = []metric.AddOption{set(attribute.String("leasehold.reason", "expired"))}
 	m.lossReason[2] = []metric.AddOption{set(attribute.String("leasehold.reason", "rejected"))}
@@ -128,6 +137,18 @@ func (m *Metrics) renewed(ok bool) {
 		m.renewals.Add(context.Background(), 1, m.renewOK...)
 	} else {
 		m.renewals.Add(context.Background(), 1, m.renewFailed...)
+	}
+}
+
+// handedOff records a key a queued waiter got, by notice or by its own poll.
+func (m *Metrics) handedOff(byNotice bool) {
+	if m == nil {
+		return
+	}
+	if byNotice {
+		m.handOffs.Add(context.Background(), 1, m.viaNotice...)
+	} else {
+		m.handOffs.Add(context.Background(), 1, m.viaPoll...)
 	}
 }
 

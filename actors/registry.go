@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -51,6 +52,7 @@ type Engine struct {
 // Start spawns the actors of one Manager in root's system.
 func Start(root *actor.RootContext, cfg *Config) *Engine {
 	cfg.instance = newInstance()
+	cfg.queue = cfg.Backend.Info().Queue
 	e := &Engine{root: root, cfg: cfg,
 		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
 	props := func(producer actor.Producer) *actor.Props {
@@ -67,7 +69,7 @@ func Start(root *actor.RootContext, cfg *Config) *Engine {
 		e.alarms = append(e.alarms, newAlarms(root))
 	}
 	e.hub = root.Spawn(props(newHub))
-	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.backDone, &e.backWG) }))
+	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG) }))
 	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
 	// a lease actor sees a few messages per renewal period, so its lower
 	// peak throughput does not matter.
@@ -107,6 +109,16 @@ func (e *Engine) Send(key string, msg any, spawn bool) bool {
 
 // notice wakes the waiters of key, if it has a lease actor.
 func (e *Engine) notice(key string) { e.Send(key, &messages.ReleaseNotice{Key: key}, false) }
+
+// handOff hands a grant the store made to one of this Manager's attempts to
+// the key's lease actor, spawning one if need be: a hand-off nobody here
+// wants any more must be released, not left to its pickup window.
+func (e *Engine) handOff(h backend.HandOff) {
+	if h.Owner != e.cfg.Owner {
+		return // not ours: another Manager's address collided with ours
+	}
+	e.Send(h.Key, &messages.HandOffNotice{HandOff: h}, true)
+}
 
 // Subscribe and Unsubscribe add and remove a subscriber of loss events.
 func (e *Engine) Subscribe(s *lease.Sink)   { e.root.Send(e.hub, &messages.Subscribe{Sink: s}) }

@@ -92,6 +92,19 @@ func pollDelay(attempt int, notified bool, holderLeft time.Duration) time.Durati
 	return max(d, time.Millisecond)
 }
 
+// queuedPollDelay is the pause between the polls of a waiter queued on the
+// store while hand-off notices are watched: the poll only keeps its queue
+// entry alive and picks up a hand-off whose notice was lost, so it comes
+// within the pickup window of the last (a hand-off lasts that long), and at
+// the holder's expiry (when the head's turn begins).
+func queuedPollDelay(pickup, holderLeft time.Duration) time.Duration {
+	d := backoff.HalfJitter.Apply(pickup)
+	if holderLeft > 0 {
+		d = min(d, holderLeft+time.Millisecond)
+	}
+	return max(d, time.Millisecond)
+}
+
 // releaseBackoff spaces out the resends of an unconfirmed release: 50 ms
 // doubling to 5 s, with half jitter.
 var releaseBackoff = backoff.Policy{Base: 50 * time.Millisecond, Cap: 5 * time.Second, Jitter: backoff.HalfJitter}

@@ -25,7 +25,7 @@ type Options = backendtest.Options
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
 	s := &suite{newBackend: newBackend, short: o.Round(shortTTL), tiny: o.Round(tinyTTL)}
 	// The group names are those the rows had in backendtest (README cites
-	// Identity/… rows); none is one of backendtest's (Backend, Inspect), so
+	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue), so
 	// both suites can run under one test.
 	groups := []struct {
 		name  string
@@ -34,6 +34,7 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 		{"Manager", s.managerCases()},   // Manager semantics on this backend
 		{"Observe", s.observeCases()},   // health check and metrics
 		{"Identity", s.identityCases()}, // holdings, tokens, Close
+		{"HandOff", s.queueCases()},     // the store's waiter queue, from the Managers' side
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

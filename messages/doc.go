@@ -5,6 +5,7 @@
 //	lease actor ──BackendCall──▶ backend actor ──BackendResult──▶ lease actor
 //	lease actor ──ticks──▶ itself (renew, local deadline, retry, wait timeout)
 //	backend actor ──ReleaseNotice (routed by key)──▶ lease actor (wakes waiters)
+//	backend actor ──HandOffNotice (routed by key)──▶ lease actor (its waiter holds)
 //	lease actor ──Publish──▶ event hub ──▶ subscribers (never blocks)
 //	Manager.Close ──Shutdown──▶ registry ──▶ backend actor, every lease actor
 //	lease actor ──ShutdownDone / LeaseStopped──▶ registry

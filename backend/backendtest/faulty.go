@@ -23,6 +23,9 @@ type Faulty struct {
 	Acquires, Renews, Releases atomic.Int64
 	// RenewBatches counts RenewBatch calls (their renewals count in Renews).
 	RenewBatches atomic.Int64
+	// Queued counts refusals that left the attempt in the store's waiter
+	// queue (Grant.Queued).
+	Queued atomic.Int64
 
 	// FailRenew makes Renew fail (as if the backend were unreachable).
 	FailRenew atomic.Bool
@@ -49,6 +52,15 @@ type Faulty struct {
 	ReleaseDelay atomic.Int64
 
 	granted sync.Map // key → the attempt of its latest grant
+	byOwner sync.Map // owner → *atomic.Int64, acquire calls
+}
+
+// AcquiresBy is the number of acquire calls made for owner.
+func (f *Faulty) AcquiresBy(owner string) int64 {
+	if n, ok := f.byOwner.Load(owner); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 // AttemptOf is the attempt identity of the latest grant of key through f, so
@@ -61,13 +73,20 @@ func (f *Faulty) AttemptOf(key string) string {
 }
 
 // Wrap returns a Faulty around b, and the Backend to give to a Manager (the
-// same Faulty, plus b's ReleaseWatcher when b has one). A Faulty always renews
-// in batches (b's own RenewBatch, or one Renew after another), so the engine's
-// batching runs on every backend under test.
+// same Faulty, plus b's ReleaseWatcher and HandOffWatcher when b has them). A
+// Faulty always renews in batches (b's own RenewBatch, or one Renew after
+// another), so the engine's batching runs on every backend under test.
 func Wrap(b backend.Backend) (*Faulty, backend.Backend) {
 	f := &Faulty{B: b}
-	if w, ok := b.(backend.ReleaseWatcher); ok {
+	w, releases := b.(backend.ReleaseWatcher)
+	h, handOffs := b.(backend.HandOffWatcher)
+	switch {
+	case releases && handOffs:
+		return f, faultyBoth{faultyWatcher{f, w}, h}
+	case releases:
 		return f, faultyWatcher{f, w}
+	case handOffs:
+		return f, faultyHandOffs{f, h}
 	}
 	return f, f
 }
@@ -80,6 +99,26 @@ type faultyWatcher struct {
 // WatchReleases passes the wrapped backend's notifications through.
 func (f faultyWatcher) WatchReleases(ctx context.Context, fn func(string)) error {
 	return f.w.WatchReleases(ctx, fn)
+}
+
+type faultyHandOffs struct {
+	*Faulty
+	h backend.HandOffWatcher
+}
+
+// WatchHandOffs passes the wrapped backend's hand-off notices through.
+func (f faultyHandOffs) WatchHandOffs(ctx context.Context, addr string, fn func(backend.HandOff), ready func()) error {
+	return f.h.WatchHandOffs(ctx, addr, fn, ready)
+}
+
+type faultyBoth struct {
+	faultyWatcher
+	h backend.HandOffWatcher
+}
+
+// WatchHandOffs passes the wrapped backend's hand-off notices through.
+func (f faultyBoth) WatchHandOffs(ctx context.Context, addr string, fn func(backend.HandOff), ready func()) error {
+	return f.h.WatchHandOffs(ctx, addr, fn, ready)
 }
 
 // Calls is the total number of backend calls so far.
@@ -96,6 +135,8 @@ func (f *Faulty) Close() error { return nil }
 
 func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	f.Acquires.Add(1)
+	n, _ := f.byOwner.LoadOrStore(r.Owner, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 	if d := f.AcquireDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
@@ -108,6 +149,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	g, err := f.B.Acquire(context.WithoutCancel(ctx), r)
 	if err == nil && g.Acquired {
 		f.granted.Store(r.Key, r.Attempt)
+	}
+	if err == nil && g.Queued {
+		f.Queued.Add(1)
 	}
 	if err == nil && f.FailAfterAcquire.Load() {
 		return backend.Grant{}, ErrInjected
