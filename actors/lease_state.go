@@ -8,6 +8,8 @@ package actors
 //	   ┌────────── refused, will wait ──────────┐
 //	   ▼                                        │
 //	polling ──retry tick / release notice──▶ acquiring ◀── idle (a waiter is queued)
+//	   │                                        │ │
+//	   └── hand-off notice (lease_handoff.go) ──┼─┼──▶ held, for the pickup window
 //	                                            │ │
 //	                granted and claimed ◀───────┘ └──▶ failed, abandoned, fenced, late
 //	                        │                               │
@@ -28,8 +30,8 @@ const (
 	idle leaseState = iota
 	// acquiring: the head waiter's acquire is in flight.
 	acquiring
-	// polling: the head waiter was refused and waits for its retry tick or
-	// a release notice.
+	// polling: the head waiter was refused and waits for its retry tick, a
+	// release notice, or (queued on the store) a hand-off notice.
 	polling
 	// held: this Manager holds the key (cur is set).
 	held
