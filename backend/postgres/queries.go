@@ -89,9 +89,10 @@ func buildQueriesWith(n names, commitMode string) queries {
 		// queued keeps its place (an expired entry of it rejoins at the
 		// tail) and its entry's expiry, poll and the rest are renewed; a
 		// queue with backend.MaxQueueEntries live entries of other attempts
-		// takes no new one. Each entry is touched by at most one of the three (the
-		// caller's own by dequeued only when granted, by enqueued only when
-		// not; the head by started only while its turn runs).
+		// takes no new one. Each entry is touched by at most one of the
+		// three, as one statement must (the caller's own by dequeued only
+		// when granted, by enqueued only when not; the head by started only
+		// while its turn runs, when it is neither expired nor removed).
 		acquire: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 cur AS MATERIALIZED (
     SELECT l.owner_instance_id, l.attempt FROM %[1]s l, clock c
@@ -288,8 +289,8 @@ const headColumns = `q.attempt, q.owner_instance_id, q.metadata, q.pickup_us, q.
 // the entry's metadata and the mark (waited) of the holding it replaces, so
 // that waiters who poll still hear its release. dequeued drops the expired
 // entries, the entry handed the name and the entries matching leaving.
-// notices sends the hand-off to the entry's channel (see handOffPayload),
-// or, when nothing was handed on, announces a marked holding's release on the
+// notices sends the hand-off to the entry's channel (Backend.handOffChannel)
+// with the payload WatchHandOffs documents, or, when nothing was handed on, announces a marked holding's release on the
 // release channel (parameter channel), as before the queue: only the
 // releases a waiter marked, since a NOTIFY costs every listener a wake-up.
 // The statement must read every row of notices.
