@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -417,5 +419,79 @@ func TestSweepRemovesExpiredQueueEntries(t *testing.T) {
 	mustAcquire(t, b, "other", "a", live) // sweeps first
 	if q := queueEntries(t, e, "k"); len(q) != 1 || q[0] != w.attempt {
 		t.Fatalf("queue after the sweep: %v, want only w's live entry", q)
+	}
+}
+
+// Contenders that queue and poll, all at once, each get the name in turn:
+// no statement fails (the queue's statements touch each row once), one holds
+// at a time, and the tokens of the grants increase.
+func TestQueueUnderContention(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t, WithSweep(0, 10))
+	const workers, rounds = 6, 3
+	var (
+		mu      sync.Mutex
+		holding bool
+		tokens  []uint64
+	)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			owner := fmt.Sprintf("w%d", i)
+			for range rounds {
+				attempt := newAttempt()
+				for poll := uint64(1); ; poll++ {
+					g, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: "k", Owner: owner, Attempt: attempt, TTL: live, Wait: true,
+						Queue: backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute, Poll: poll}})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !g.Acquired {
+						// The contenders poll: that is what is under test,
+						// not a wait for a signal.
+						time.Sleep(2 * time.Millisecond)
+						continue
+					}
+					mu.Lock()
+					if holding {
+						mu.Unlock()
+						errs <- fmt.Errorf("%s granted token %d while another holds", owner, g.Token)
+						return
+					}
+					holding = true
+					tokens = append(tokens, g.Token)
+					mu.Unlock()
+					// Work while holding: a renewal, which must find the
+					// holding still there.
+					if _, err := b.Renew(ctxT(t), backend.RenewRequest{Key: "k", Owner: owner, Attempt: attempt, Token: g.Token, TTL: live}); err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					holding = false // before the release: the next grant may come at its commit
+					mu.Unlock()
+					if err := b.Release(ctxT(t), backend.ReleaseRequest{Key: "k", Owner: owner, Attempt: attempt, Token: g.Token}); err != nil {
+						errs <- err
+						return
+					}
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(tokens) != workers*rounds {
+		t.Fatalf("%d grants, want %d", len(tokens), workers*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens %v do not increase", tokens)
+		}
 	}
 }

@@ -141,7 +141,44 @@ func TestHostileIdentifiersAreQuoted(t *testing.T) {
 	if err := b.Release(ctx, g.releaseReq()); err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, b, "k", "b", live)
+	// The waiter queue, with its hand-off, works on the same names.
+	h := mustAcquire(t, b, "k", "b", live)
+	w := mustQueue(t, b, "k", "w", queueReq("", 0))
+	if err := b.Release(ctx, h.releaseReq()); err != nil {
+		t.Fatal(err)
+	}
+	if in, ok, err := b.Inspect(ctx, "k"); err != nil || !ok || in.Owner != w.owner {
+		t.Fatalf("after the release: %+v, %v, %v; want the hand-off to w", in, ok, err)
+	}
+}
+
+// The longest table name leaves room for the queue's names: every object is
+// created under its own name (PostgreSQL shortens the names it derives
+// itself, like the queue's primary key), and the queue works.
+func TestLongestTableNameKeepsAQueue(t *testing.T) {
+	admin := newPool(t, "lh_admin")
+	ctx := ctxT(t)
+	schema, table := randomName("lh_test_"), strings.Repeat("q", MaxTableBytes-1)+`"`
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+newNames(schema, table).schema+" CASCADE")
+	})
+	for range 2 {
+		if err := EnsureSchema(ctx, admin, schema, table); err != nil {
+			t.Fatalf("EnsureSchema: %v", err)
+		}
+	}
+	b, err := New(admin, WithTable(schema, table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustAcquire(t, b, "k", "a", live)
+	w := mustQueue(t, b, "k", "w", queueReq("", 0))
+	if err := b.Release(ctx, h.releaseReq()); err != nil {
+		t.Fatal(err)
+	}
+	if g := waitAs(t, b, "k", w.owner, w.attempt, queueReq("", 0)); !g.Acquired || g.Token <= h.Token {
+		t.Fatalf("the pickup = %+v, want a grant above %d", g.Grant, h.Token)
+	}
 }
 
 func TestEnsureSchemaConcurrentAndIdempotent(t *testing.T) {
