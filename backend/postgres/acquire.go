@@ -20,6 +20,12 @@ import (
 // WithRetry): a retry is the same attempt, so a grant whose answer was lost
 // is found again, not refused. Errors are returned wrapped. The grant is
 // committed synchronously whatever the server's synchronous_commit.
+//
+// The waiter queue (backend/queue.go) is kept by the same statement: a
+// refused waiting attempt with r.Queue.EntryTTL > 0 is queued (Grant.Queued),
+// a free name whose live head is another attempt is refused during that
+// head's turn (Holder "" and the turn's time left), and a grant removes the
+// attempt's own entry. It costs the uncontended acquire no round trip.
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -54,13 +60,20 @@ func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (ba
 
 // queueAcquire queues the acquire transaction: BEGIN, the per-name advisory
 // lock (lock: b.q.lock, which also sets synchronous commit for this
-// transaction, or, for Batch, b.q.lockDeferred), the upsert
-// (which marks the holding in the way when r.Wait), COMMIT. Acquire and Batch
-// both send it; readAcquire reads its answer.
+// transaction, or, for Batch, b.q.lockDeferred), the acquire statement
+// (the upsert, which marks the holding in the way when r.Wait, with the
+// waiter queue's part), COMMIT. Acquire and Batch both send it; readAcquire
+// reads its answer.
 func (b *Backend) queueAcquire(batch *pgx.Batch, r backend.AcquireRequest, lock string) {
+	q := r.Queue // valid: only with Wait (r.Validate)
+	channel := ""
+	if q.Notify != "" {
+		channel = b.handOffChannel(q.Notify)
+	}
 	batch.Queue("BEGIN")
 	batch.Queue(lock, b.lockKey(r.Key))
-	batch.Queue(b.q.acquire, r.Key, r.Owner, r.Attempt, r.TTL.Microseconds(), r.Metadata, b.q.seq, r.Wait)
+	batch.Queue(b.q.acquire, r.Key, r.Owner, r.Attempt, r.TTL.Microseconds(), r.Metadata, b.q.seq, r.Wait,
+		q.EntryTTL.Microseconds(), q.Pickup.Microseconds(), q.Notify, channel, int64(q.Poll)) // Poll: its 64 bits as a bigint
 	batch.Queue("COMMIT")
 }
 
@@ -74,14 +87,15 @@ func readAcquire(res pgx.BatchResults) (backend.Grant, error) {
 		token     int64
 		expires   time.Time
 		holder    string
-		remaining int64 // microseconds the holder has left, by the server's clock
+		remaining int64 // microseconds the holder (or the head's turn) has left, by the server's clock
+		queued    bool
 	)
 	_, err := res.Exec()
 	if err == nil {
 		_, err = res.Exec()
 	}
 	if err == nil {
-		err = res.QueryRow().Scan(&g.Acquired, &token, &expires, &holder, &remaining)
+		err = res.QueryRow().Scan(&g.Acquired, &token, &expires, &holder, &remaining, &queued)
 		found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
@@ -101,8 +115,10 @@ func readAcquire(res pgx.BatchResults) (backend.Grant, error) {
 	case g.Acquired:
 		g.Token, g.ExpiresAt = uint64(token), expires
 	default:
+		// A head's turn reports no holder (token 0) and the turn's end.
 		g.Holder, g.HolderToken, g.HolderExpiresAt = holder, uint64(token), expires
 		g.HolderExpiresIn = time.Duration(remaining) * time.Microsecond
+		g.Queued = queued
 	}
 	return g, nil
 }

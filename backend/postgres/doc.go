@@ -16,7 +16,8 @@
 // their tokens strictly increase. Renew is a single statement filtered by
 // name, owner, attempt and token; Release is one transaction with the same
 // filter (token 0: any token of that attempt) and sends a NOTIFY that
-// WatchReleases (one LISTEN connection) delivers, so waiters wake at once.
+// WatchReleases (one LISTEN connection) delivers, so waiters wake at once,
+// or hands the name to the head of its waiter queue (below).
 //
 // Acquire, Renew, RenewBatch and Release commit synchronously whatever the
 // server's synchronous_commit (set per transaction, inside a statement that
@@ -48,4 +49,28 @@
 // that will wait (AcquireRequest.Wait) was refused by that holding: it marks
 // the row (column waited). Releases nobody waits for cost no NOTIFY. A table
 // made by a version without the column gets it from EnsureSchema.
+//
+// # The waiter queue and the hand-off
+//
+// The store keeps the waiter queue of backend/queue.go (Info().Queue) in a
+// second table, named after the lease table with "_queue" (one row per
+// queued attempt, in arrival order; see CreateScript). Acquire keeps it in
+// its one statement: a refused attempt that waits with a QueueRequest is
+// queued, and a free name whose live head is another attempt stays that
+// head's for its pickup window, from the first acquire that found it so (the
+// turn's start is kept on the head's entry). Release and Revoke of a live
+// holding hand the name, in their transaction, to the live head: a new
+// holding with a new token, expiring after the entry's pickup window,
+// announced with NOTIFY at commit on the channel of the entry's address,
+// which WatchHandOffs listens on (it documents the channel and the payload).
+// A hand-off is not announced on Channel (the name is not free); the mark of
+// the holding it replaces goes with it. The sweep (WithSweep) also deletes
+// expired queue entries.
+//
+// EnsureSchema (or CreateScript) creates the queue's table on an installation
+// of the previous version; run it before starting processes of this version,
+// whose statements need the table. Processes of the previous version keep
+// working on the upgraded table but ignore the queue: they take a free name
+// during a head's turn and hand nothing on (fairness is lost while both run,
+// never safety).
 package postgres

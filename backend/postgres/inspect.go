@@ -138,8 +138,9 @@ func prefixEnd(prefix string) (end string, bounded bool) {
 // Revoke ends the live holding of key by force when its token is token (0:
 // whichever holding is live), and returns it. The holder is fenced: its next
 // renewal or release names a holding that no longer exists (ErrNotHeld), and
-// the sequence never issues its token again. Waiters are notified as after a
-// release. It runs like Release (the name's advisory lock, one transaction,
+// the sequence never issues its token again. The key is handed on to the
+// head of its waiter queue, and waiters are notified, as after a release. It
+// runs like Release (the name's advisory lock, one transaction,
 // synchronous commit). A retry after an ambiguous failure may find the
 // holding already gone and report removed false.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
@@ -157,7 +158,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 		batch := &pgx.Batch{}
 		batch.Queue("BEGIN")
 		batch.Queue(b.q.lock, b.lockKey(key))
-		batch.Queue(b.q.revoke, key, int64(token), b.channel)
+		batch.Queue(b.q.revoke, key, int64(token), b.channel, b.q.seq)
 		batch.Queue("COMMIT")
 		res := b.pool.SendBatch(ctx, batch)
 		_, err := res.Exec()

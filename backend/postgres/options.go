@@ -70,8 +70,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithSweep makes an Acquire first delete up to batch expired rows of other
-// names, at most once per every (0: before every Acquire), so that the table
-// stays small without a background job. Here the sweep is a statement of its
+// names, and up to batch expired waiter queue entries, at most once per every
+// (0: before every Acquire), so that the tables stay small without a
+// background job. Here the sweep is a statement of its
 // own (a round trip), hence the interval. batch 0 turns the sweep off; New
 // refuses a negative every or batch. Default: DefaultSweepEvery (1s),
 // DefaultSweepBatch (100).

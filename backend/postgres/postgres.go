@@ -13,8 +13,9 @@ import (
 )
 
 // Backend is the PostgreSQL lease store. It is safe for concurrent use. It
-// implements backend.Backend, backend.ReleaseWatcher, backend.BatchRenewer, backend.Batcher,
-// backend.Inspector, backend.Lister and backend.Revoker.
+// implements backend.Backend, backend.ReleaseWatcher, backend.HandOffWatcher,
+// backend.BatchRenewer, backend.Batcher, backend.Inspector, backend.Lister
+// and backend.Revoker, and keeps the waiter queue (Info().Queue).
 type Backend struct {
 	pool       *pgxpool.Pool
 	names      names
@@ -40,6 +41,7 @@ type Backend struct {
 var (
 	_ backend.Backend        = (*Backend)(nil)
 	_ backend.ReleaseWatcher = (*Backend)(nil)
+	_ backend.HandOffWatcher = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its leases in the table chosen by the
@@ -75,9 +77,10 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	return b, nil
 }
 
-// Info reports Name "postgres"; leases are shared by every process that uses
-// the same table.
-func (b *Backend) Info() backend.Info { return backend.Info{Name: "postgres"} }
+// Info reports Name "postgres" and Queue: leases are shared by every process
+// that uses the same table, and the store keeps the waiter queue and hands a
+// released name to its head (backend/queue.go).
+func (b *Backend) Info() backend.Info { return backend.Info{Name: "postgres", Queue: true} }
 
 // Close does nothing: the pool belongs to the caller, and watches end with
 // their context. It exists to satisfy backend.Backend and returns nil.
@@ -93,6 +96,20 @@ func channelName(schema, table string) string {
 	h := fnv.New64a()
 	h.Write([]byte(schema + "\x00" + table))
 	return fmt.Sprintf("leasehold_%016x", h.Sum64())
+}
+
+// handOffChannel is the NOTIFY channel of the hand-offs to addr (a
+// QueueRequest.Notify address) on this table: "leasehold_h_" and 16 hex
+// digits of the FNV-1a hash of schema, table and address. Always a valid,
+// short identifier (an address may be 64 bytes, a channel 63), and the
+// tables never hear each other's hand-offs. Two addresses may share a
+// channel; the payload names its address, and WatchHandOffs drops the
+// others'.
+func (b *Backend) handOffChannel(addr string) string {
+	h := fnv.New64a()
+	h.Write([]byte(b.lockSpace))
+	h.Write([]byte(addr))
+	return fmt.Sprintf("leasehold_h_%016x", h.Sum64())
 }
 
 // lockKey maps a lease name to the advisory lock taken while granting it. Two

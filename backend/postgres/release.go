@@ -10,10 +10,15 @@ import (
 )
 
 // Release deletes the holding (r.Key, r.Owner, r.Attempt, r.Token), or with
-// Token 0 the holding r.Attempt made whatever its token, commits
-// synchronously, and announces the release on Channel so that waiters wake at
-// once. Nothing matching is not an error, and whatever else holds the key is
-// left alone. Faults are retried and returned wrapped; a retry after an
+// Token 0 the holding r.Attempt made whatever its token, and commits
+// synchronously. When that holding was live and the key's waiter queue has
+// a live entry, the head entry is handed the key in the same transaction (a
+// new holding with a new token, expiring after the entry's pickup window)
+// and its waiter is notified (see WatchHandOffs); otherwise a release that a
+// waiter marked is announced on Channel so that waiters wake at once. The
+// entry of (r.Owner, r.Attempt), if any, is removed (a waiter leaving the
+// queue). Nothing matching is not an error, and whatever else holds the key
+// is left alone. Faults are retried and returned wrapped; a retry after an
 // ambiguous failure is harmless.
 //
 // Release takes the name's advisory lock first, like Acquire. An acquire
@@ -46,11 +51,13 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 
 // queueRelease queues the release transaction: BEGIN, the name's advisory
 // lock (lock: b.q.lock with synchronous commit, or, for Batch,
-// b.q.lockDeferred), the delete (which announces a marked holding), COMMIT. Release and Batch both send it; readRelease reads it.
+// b.q.lockDeferred), the delete (which hands the key on, or announces a
+// marked holding), COMMIT. Release and Batch both send it; readRelease reads
+// it.
 func (b *Backend) queueRelease(batch *pgx.Batch, r backend.ReleaseRequest, lock string) {
 	batch.Queue("BEGIN")
 	batch.Queue(lock, b.lockKey(r.Key))
-	batch.Queue(b.q.release, r.Key, r.Owner, r.Attempt, int64(r.Token), b.channel)
+	batch.Queue(b.q.release, r.Key, r.Owner, r.Attempt, int64(r.Token), b.channel, b.q.seq)
 	batch.Queue("COMMIT")
 }
 

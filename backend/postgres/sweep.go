@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// maybeSweep deletes a batch of expired rows, at most once per sweep interval
-// and by one caller at a time. It runs as its own statement before the
+// maybeSweep deletes a batch of expired rows and a batch of expired waiter
+// queue entries (one statement), at most once per sweep interval and by one
+// caller at a time. It runs as its own statement before the
 // acquire transaction, never inside it, so it holds no row lock while waiting
 // for an advisory lock. It is best effort: a failure is logged and ignored
 // (the acquire that follows reports real faults).
@@ -20,12 +21,12 @@ func (b *Backend) maybeSweep(ctx context.Context) {
 	}
 	defer b.sweeping.Store(false)
 	b.lastSweep.Store(now)
-	tag, err := b.pool.Exec(ctx, b.q.sweep, b.sweepBatch)
-	if err != nil {
+	var rows, entries int64
+	if err := b.pool.QueryRow(ctx, b.q.sweep, b.sweepBatch).Scan(&rows, &entries); err != nil {
 		b.log.DebugContext(ctx, "leasehold postgres: sweep of expired rows failed", "err", err)
 		return
 	}
-	if n := tag.RowsAffected(); n > 0 {
-		b.log.DebugContext(ctx, "leasehold postgres: swept expired rows", "rows", n)
+	if rows > 0 || entries > 0 {
+		b.log.DebugContext(ctx, "leasehold postgres: swept expired rows", "rows", rows, "queue_entries", entries)
 	}
 }

@@ -181,6 +181,7 @@ func TestEnsureSchemaUpgradesPreviousTable(t *testing.T) {
 func TestEnsureSchemaRefusesObjectsOfTheWrongKind(t *testing.T) {
 	admin := newPool(t, "lh_admin")
 	seq, idx := DefaultTable+seqSuffix, DefaultTable+indexSuffix
+	queue, qidx := DefaultTable+queueSuffix, DefaultTable+queueIndexSuffix
 	cases := []struct {
 		name, setup, want string
 	}{
@@ -192,6 +193,9 @@ func TestEnsureSchemaRefusesObjectsOfTheWrongKind(t *testing.T) {
 		{"unrelated table", `CREATE TABLE %s."` + DefaultTable + `" (lease_name text PRIMARY KEY, owner text)`, "has no column owner_instance_id"},
 		{"table as index", `CREATE TABLE %s."` + idx + `" (x int)`, "is a table, not the expiry index"},
 		{"index of another table", `CREATE TABLE %[1]s.other (x int); CREATE INDEX "` + idx + `" ON %[1]s.other (x)`, "is not on"},
+		{"view as queue", `CREATE VIEW %s."` + queue + `" AS SELECT 1 AS x`, "is a view, not a table"},
+		{"unrelated table as queue", `CREATE TABLE %s."` + queue + `" (lease_name text, attempt text)`, "has no column place: it is not a waiter queue"},
+		{"sequence as queue index", `CREATE SEQUENCE %s."` + qidx + `"`, "is a sequence, not the expiry index"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
