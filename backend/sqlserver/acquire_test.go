@@ -23,13 +23,14 @@ var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc
 // the server stored.
 var plus2 = time.FixedZone("+02:00", 2*60*60)
 
-// acquireArgsFor is the expected binding of r, written out by hand rather
-// than with acquireArgs: a request without a queue entry sends
-// @entryTtlUs, @pickupUs and @poll 0.
+// acquireArgsFor is the expected binding of r, written out rather than
+// built with acquireArgs: a request that queues nothing sends @entryTtlUs,
+// @pickupUs and @poll 0 (TestAcquireQueueBinding checks the values
+// literally).
 func acquireArgsFor(r backend.AcquireRequest, sweep int64) []driver.Value {
 	var entryTTL, pickup int64
 	if r.Wait && r.Queue.EntryTTL > 0 {
-		entryTTL, pickup = r.Queue.EntryTTL.Microseconds(), r.Queue.Pickup.Microseconds()
+		entryTTL, pickup = ttlMicros(r.Queue.EntryTTL), ttlMicros(r.Queue.Pickup)
 	}
 	return []driver.Value{
 		sql.Named("name", r.Key),
