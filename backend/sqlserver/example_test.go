@@ -39,8 +39,9 @@ func Example() {
 	defer m.Close(ctx)
 
 	// SQL Server sends no release notification: a waiter wakes at the
-	// holder's expiry, or polls; a release hands the name to the first
-	// waiter in the queue, which picks it up with its next poll.
+	// holder's expiry, or polls; a waiter queued with the store (see
+	// backend.QueueRequest) is handed the name by the release and picks it
+	// up with its next poll.
 	err = m.Do(ctx, "nightly-report", func(ctx context.Context) error {
 		l, _ := leasehold.LeaseFrom(ctx)
 		fmt.Println("running the nightly report with fencing token", l.Token())
