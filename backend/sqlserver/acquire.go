@@ -34,9 +34,9 @@ type acquireResult struct {
 // acquireTemplate): a free name whose queue head is another attempt is
 // refused during that head's turn, with Holder "" and the turn's time left,
 // and a refused request with Wait and Queue.EntryTTL queues the attempt
-// (Grant.Queued). With a replica configured, a grant is reported only once the replica shows
-// it; otherwise it is released and reported as not acquired (or as an error
-// when that release failed too).
+// (Grant.Queued). With a replica configured, a grant is reported only once
+// the replica shows it; otherwise it is released and reported as not
+// acquired (or as an error when that release failed too).
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err

@@ -88,9 +88,10 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 // next renewal fails with ErrNotHeld, and its token is never issued again.
 // Like a release, it hands the key on to the head of its waiter queue in the
 // same transaction (backend/queue.go); there are no notifications: the new
-// holder finds its holding when it next polls. Revoke is never retried: after an ambiguous failure a second
-// run could report a removal it did not make, or (token 0) remove a holding
-// granted in between that the operator never saw; Inspect tells what stands.
+// holder finds its holding when it next polls. Revoke is never retried:
+// after an ambiguous failure a second run could report a removal it did not
+// make, or (token 0) remove a holding granted in between that the operator
+// never saw; Inspect tells what stands.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holding{}, false, err

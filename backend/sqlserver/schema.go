@@ -135,8 +135,9 @@ func CreateScript(schema, table string) string {
 // EnsureSchema creates the schema, sequence, table and index of a lease table
 // and its waiter queue's table and index when they are missing, adds the
 // AttemptId column to a table made by an earlier version, and checks that
-// the tables and sequence are what this backend needs (ErrSchemaMismatch otherwise, for example when an object with
-// the sequence's name is not a sequence). It first refuses a database with
+// the tables and sequence are what this backend needs (ErrSchemaMismatch
+// otherwise, for example when an object with the sequence's name is not a
+// sequence). It first refuses a database with
 // DELAYED_DURABILITY = FORCED (ErrDelayedDurability), touching nothing. It is
 // idempotent and safe when several instances run it at once: an "already
 // exists" error from a concurrent creator counts as success. It needs CREATE
