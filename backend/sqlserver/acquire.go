@@ -21,7 +21,8 @@ type acquireResult struct {
 	token      int64
 	expiresAt  time.Time
 	rowVersion []byte
-	remaining  time.Duration // busy only: the holder's time left, on the server's clock
+	remaining  time.Duration // busy and turn: the holder's or the turn's time left, on the server's clock
+	queued     bool          // not acquired: the attempt has a queue entry after the batch
 }
 
 // Acquire grants r.Key to the attempt r.Attempt of r.Owner when no live row
@@ -29,9 +30,13 @@ type acquireResult struct {
 // live row of this same attempt (same token), or reports the live holding
 // that stands in the way (any other attempt, the same owner's included):
 // its owner, token, expiry and remaining time as the server measured it.
-// With a replica configured, a grant is reported only once the replica shows
-// it; otherwise it is released and reported as not acquired (or as an error
-// when that release failed too).
+// It keeps the name's waiter queue in the same transaction (backend/queue.go,
+// acquireTemplate): a free name whose queue head is another attempt is
+// refused during that head's turn, with Holder "" and the turn's time left,
+// and a refused request with Wait and Queue.EntryTTL queues the attempt
+// (Grant.Queued). With a replica configured, a grant is reported only once
+// the replica shows it; otherwise it is released and reported as not
+// acquired (or as an error when that release failed too).
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -46,12 +51,13 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		b.logFailure(ctx, "acquire failed", err, "key", r.Key, "owner", r.Owner, "attempt", r.Attempt)
 		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
 	}
-	if res.outcome == outcomeBusy {
+	if res.outcome == outcomeBusy || res.outcome == outcomeTurn {
 		return backend.Grant{
 			Holder:          res.holder,
 			HolderToken:     uint64(res.token),
 			HolderExpiresAt: res.expiresAt,
 			HolderExpiresIn: res.remaining,
+			Queued:          res.queued,
 		}, nil
 	}
 	grant := backend.Grant{Acquired: true, Token: uint64(res.token), ExpiresAt: res.expiresAt}
@@ -81,13 +87,22 @@ func durabilityError(err error) error {
 
 // acquireArgs are the parameters of the acquire batch. go-mssqldb sends a Go
 // string as NVARCHAR (so any Unicode text survives) and an int64 as BIGINT.
+// @entryTtlUs 0 queues nothing: a request without Wait or without a
+// QueueRequest (Validate refuses a QueueRequest without Wait).
 func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
+	var entryTTL, pickup int64
+	if r.Wait && r.Queue.EntryTTL > 0 {
+		entryTTL, pickup = ttlMicros(r.Queue.EntryTTL), ttlMicros(r.Queue.Pickup)
+	}
 	return []any{
 		sql.Named("name", r.Key),
 		sql.Named("owner", r.Owner),
 		sql.Named("attempt", r.Attempt),
 		sql.Named("ttlUs", ttlMicros(r.TTL)),
 		sql.Named("metadata", r.Metadata),
+		sql.Named("entryTtlUs", entryTTL),
+		sql.Named("pickupUs", pickup),
+		sql.Named("poll", pollParam(r.Queue.Poll)),
 		sql.Named("sweep", b.sweepRows()),
 	}
 }
@@ -125,7 +140,7 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 		expires sql.NullTime
 		remUs   sql.NullInt64
 	)
-	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion, &remUs); err != nil {
+	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion, &remUs, &res.queued); err != nil {
 		return acquireResult{}, fmt.Errorf("sqlserver: scanning the acquire result: %w", err)
 	}
 	// Drain the result so that an error raised after the row (the batch
@@ -141,9 +156,10 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 	res.holder, res.token, res.expiresAt = holder.String, token.Int64, expires.Time.UTC()
 	switch res.outcome {
 	case outcomeInserted, outcomeTakeover, outcomeRefresh:
-		if res.holder != owner || token.Int64 <= 0 || !expires.Valid || len(res.rowVersion) != 8 {
-			return acquireResult{}, fmt.Errorf("sqlserver: malformed grant (outcome %d, holder %q, token %d, expiry valid %t, rowversion %d bytes)",
-				res.outcome, res.holder, token.Int64, expires.Valid, len(res.rowVersion))
+		// A granted attempt's entry is removed in the same batch.
+		if res.holder != owner || token.Int64 <= 0 || !expires.Valid || len(res.rowVersion) != 8 || res.queued {
+			return acquireResult{}, fmt.Errorf("sqlserver: malformed grant (outcome %d, holder %q, token %d, expiry valid %t, rowversion %d bytes, queued %t)",
+				res.outcome, res.holder, token.Int64, expires.Valid, len(res.rowVersion), res.queued)
 		}
 	case outcomeBusy:
 		// The row is live (its expiry is after the clock read), so its
@@ -151,6 +167,14 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 		if !holder.Valid || token.Int64 <= 0 || !expires.Valid || !remUs.Valid || remUs.Int64 <= 0 {
 			return acquireResult{}, fmt.Errorf("sqlserver: malformed busy answer (holder valid %t, token %d, expiry valid %t, remaining valid %t, %d µs)",
 				holder.Valid, token.Int64, expires.Valid, remUs.Valid, remUs.Int64)
+		}
+		res.remaining = time.Duration(min(remUs.Int64, int64(backend.MaxTTL/time.Microsecond))) * time.Microsecond
+	case outcomeTurn:
+		// No holding: the queue's head has the turn, which ends at
+		// ExpiresAtUtc, after the time left (positive: it ended otherwise).
+		if holder.Valid || token.Valid || !expires.Valid || !remUs.Valid || remUs.Int64 <= 0 {
+			return acquireResult{}, fmt.Errorf("sqlserver: malformed turn answer (holder valid %t, token valid %t, expiry valid %t, remaining valid %t, %d µs)",
+				holder.Valid, token.Valid, expires.Valid, remUs.Valid, remUs.Int64)
 		}
 		res.remaining = time.Duration(min(remUs.Int64, int64(backend.MaxTTL/time.Microsecond))) * time.Microsecond
 	default:

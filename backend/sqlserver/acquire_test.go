@@ -17,19 +17,30 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer", "RemainingUs"}
+var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer", "RemainingUs", "Queued"}
 
 // plus2 is a DATETIMEOFFSET as go-mssqldb returns it: a time in the offset
 // the server stored.
 var plus2 = time.FixedZone("+02:00", 2*60*60)
 
+// acquireArgsFor is the expected binding of r, written out rather than
+// built with acquireArgs: a request that queues nothing sends @entryTtlUs,
+// @pickupUs and @poll 0 (TestAcquireQueueBinding checks the values
+// literally).
 func acquireArgsFor(r backend.AcquireRequest, sweep int64) []driver.Value {
+	var entryTTL, pickup int64
+	if r.Wait && r.Queue.EntryTTL > 0 {
+		entryTTL, pickup = ttlMicros(r.Queue.EntryTTL), ttlMicros(r.Queue.Pickup)
+	}
 	return []driver.Value{
 		sql.Named("name", r.Key),
 		sql.Named("owner", r.Owner),
 		sql.Named("attempt", r.Attempt),
 		sql.Named("ttlUs", ttlMicros(r.TTL)),
 		sql.Named("metadata", r.Metadata),
+		sql.Named("entryTtlUs", entryTTL),
+		sql.Named("pickupUs", pickup),
+		sql.Named("poll", int64(r.Queue.Poll)),
 		sql.Named("sweep", sweep),
 	}
 }
@@ -43,19 +54,19 @@ func TestAcquireOutcomes(t *testing.T) {
 		row  []driver.Value
 		want backend.Grant
 	}{
-		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv, nil},
+		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv, nil, false},
 			backend.Grant{Acquired: true, Token: 41, ExpiresAt: expires.UTC()}},
-		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv, nil},
+		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv, nil, false},
 			backend.Grant{Acquired: true, Token: 42, ExpiresAt: expires.UTC()}},
-		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv, nil},
+		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv, nil, false},
 			backend.Grant{Acquired: true, Token: 40, ExpiresAt: expires.UTC()}},
 		// The holder's remaining time is the server's measure, whatever the
 		// local clock says about HolderExpiresAt (here years in the past).
-		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil, int64(29_500_001)},
+		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil, int64(29_500_001), false},
 			backend.Grant{Holder: "other", HolderToken: 39, HolderExpiresAt: expires.UTC(), HolderExpiresIn: 29_500_001 * time.Microsecond}},
 		// The same owner's other holding (another attempt) is a refusal too:
 		// the batch reports it as busy, and so does the backend.
-		{"busy, same owner", []driver.Value{int64(outcomeBusy), "me", int64(38), expires, nil, int64(1)},
+		{"busy, same owner", []driver.Value{int64(outcomeBusy), "me", int64(38), expires, nil, int64(1), false},
 			backend.Grant{Holder: "me", HolderToken: 38, HolderExpiresAt: expires.UTC(), HolderExpiresIn: time.Microsecond}},
 	}
 	for _, c := range cases {
@@ -85,17 +96,26 @@ func TestAcquireRejectsMalformedResults(t *testing.T) {
 	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "att-1", TTL: time.Second}
 	rows := map[string]*sqlmock.Rows{
 		"no row":               sqlmock.NewRows(acquireColumns),
-		"token 0":              sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv, nil),
-		"negative token":       sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv, nil),
-		"other holder":         sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv, nil),
-		"short rowversion":     sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}, nil),
-		"no expiry":            sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv, nil),
-		"busy, no holder":      sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, int64(5), expires, nil, int64(10)),
-		"busy, no token":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", nil, expires, nil, int64(10)),
-		"busy, no remaining":   sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, nil),
-		"busy, expired holder": sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(0)),
-		"unknown outcome":      sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv, nil),
-		"error after row":      sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil).RowError(0, errors.New("boom")),
+		"token 0":              sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv, nil, false),
+		"negative token":       sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv, nil, false),
+		"other holder":         sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv, nil, false),
+		"short rowversion":     sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}, nil, false),
+		"no expiry":            sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv, nil, false),
+		"busy, no holder":      sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, int64(5), expires, nil, int64(10), false),
+		"busy, no token":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", nil, expires, nil, int64(10), false),
+		"busy, no remaining":   sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, nil, false),
+		"busy, expired holder": sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(0), false),
+		"unknown outcome":      sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv, nil, false),
+		// A grant with an entry left: the batch removes a granted
+		// attempt's entry, so this is not a grant it can make.
+		"grant, still queued": sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil, true),
+		// The head's turn has no holder and no token, and time left.
+		"turn with a holder":   sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), "you", nil, expires, nil, int64(10), false),
+		"turn with a token":    sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, int64(5), expires, nil, int64(10), false),
+		"turn without its end": sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, nil, nil, nil, int64(10), false),
+		"turn over":            sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, nil, expires, nil, int64(0), true),
+		"no queued flag":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(10), nil),
+		"error after row":      sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil, false).RowError(0, errors.New("boom")),
 	}
 	for name, r := range rows {
 		t.Run(name, func(t *testing.T) {
@@ -112,7 +132,8 @@ func TestAcquireRejectsMalformedResults(t *testing.T) {
 func TestAcquireParameterTypes(t *testing.T) {
 	b, _ := newMockBackend(t, WithSweep(0, 7))
 	req := backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: backend.MaxTTL, Metadata: "x"}
-	want := map[string]any{"name": "k", "owner": "o", "attempt": "a", "ttlUs": int64(backend.MaxTTL / time.Microsecond), "metadata": "x", "sweep": int64(7)}
+	want := map[string]any{"name": "k", "owner": "o", "attempt": "a", "ttlUs": int64(backend.MaxTTL / time.Microsecond), "metadata": "x",
+		"entryTtlUs": int64(0), "pickupUs": int64(0), "poll": int64(0), "sweep": int64(7)}
 	for _, a := range b.acquireArgs(req) {
 		na := a.(sql.NamedArg)
 		// go-mssqldb sends string as NVARCHAR and int64 as BIGINT; any other
@@ -188,9 +209,9 @@ func TestHostileKeyIsAParameter(t *testing.T) {
 	b, mock := newMockBackend(t)
 	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "o]'\"", Attempt: "a']--", TTL: time.Second, Metadata: "{*?[]}"}
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8), nil))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8), nil, false))
 	mock.ExpectQuery(b.q.release).WithArgs(sql.Named("name", req.Key), sql.Named("owner", req.Owner), sql.Named("attempt", req.Attempt), sql.Named("token", int64(1))).
-		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
+		WillReturnRows(releaseRows(1))
 	g, err := b.Acquire(context.Background(), req)
 	if err != nil || !g.Acquired {
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -240,7 +261,7 @@ func TestAcquireSweepEvery(t *testing.T) {
 		t.Errorf("sweep in every acquire: @sweep %v", got)
 	}
 	never, _ := newMockBackend(t, WithSweep(time.Second, 0))
-	if got := sweepArg(never); got != 0 || strings.Contains(never.q.acquire, "DELETE") {
-		t.Errorf("sweep off: @sweep %d, batch has DELETE: %v", got, strings.Contains(never.q.acquire, "DELETE"))
+	if got := sweepArg(never); got != 0 || strings.Contains(never.q.acquire, "DELETE TOP") {
+		t.Errorf("sweep off: @sweep %d, batch has DELETE TOP: %v", got, strings.Contains(never.q.acquire, "DELETE TOP"))
 	}
 }

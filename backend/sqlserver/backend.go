@@ -54,9 +54,10 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	}, nil
 }
 
-// Info reports "sqlserver", shared across processes.
+// Info reports "sqlserver", shared across processes, with a waiter queue
+// (backend/queue.go; without hand-off notices: see queue.go here).
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "sqlserver", ProcessLocal: false}
+	return backend.Info{Name: "sqlserver", ProcessLocal: false, Queue: true}
 }
 
 // Close does nothing: the backend owns no resources of its own, and the

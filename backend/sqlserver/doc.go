@@ -16,6 +16,11 @@
 //	Metadata         NVARCHAR(4000)
 //	RowVersion       ROWVERSION
 //
+// Waiting attempts queue in a second table, <table>_Queue (backend/queue.go):
+// one row per queued attempt of a name, in arrival order (an IDENTITY
+// Position), with its owner, metadata, pickup window, poll number, entry
+// expiry and, on the head entry, the start of the head's turn.
+//
 // Names and owners use a binary collation, so "Foo" and "foo" are different
 // leases. SQL Server ignores trailing spaces when it compares strings even
 // under a binary collation, so every comparison also compares DATALENGTH,
@@ -24,29 +29,37 @@
 //
 // Every operation is one batch sent with database/sql. Acquire runs, with SET
 // XACT_ABORT ON, a check that the database does not force delayed durability
-// (ErrDelayedDurability), a best-effort sweep of expired rows as its own
-// statement and then one transaction that locks the name (UPDLOCK, HOLDLOCK),
-// reads the server clock once and inserts, takes over an expired row,
-// refreshes the live row of the same attempt (a retry: same token) or reports
-// the holding in the way (any other attempt, the same owner's included) with
-// its token and its remaining time measured on that clock read. Renew and
-// Release filter by name, owner, attempt and token (Release with token 0: that
-// attempt's holding, whatever its token). Transient errors (deadlock victim,
+// (ErrDelayedDurability), a best-effort sweep of expired rows and queue
+// entries as their own statements and then one transaction that locks the
+// name (UPDLOCK, HOLDLOCK), reads the server clock once and inserts, takes
+// over an expired row, refreshes the live row of the same attempt (a retry,
+// or the pickup of a hand-off: same token) or reports the holding in the way
+// (any other attempt, the same owner's included) with its token and its
+// remaining time measured on that clock read; in the same transaction it
+// keeps the name's queue: the head's turn on a free name, the caller's entry
+// added, kept in place or removed (Info().Queue is true). Renew filters by
+// name, owner, attempt and token. Release does too (token 0: that
+// attempt's holding, whatever its token), under the same lock, and hands a
+// live holding to the head of the queue in the same transaction, which then
+// holds the name for its pickup window; it also removes the attempt's own
+// entry (a waiter leaving). Transient errors (deadlock victim,
 // Azure SQL throttling and failover numbers, and a dropped connection as
 // go-mssqldb reports it: driver.ErrBadConn, mssql.StreamError,
 // mssql.ServerError, net.Error, io.EOF) are retried as a whole batch, which is
 // safe because every batch is idempotent for its attempt. Inspect, List (by
 // exact byte prefix) and Revoke (fencing: the revoked token is never drawn
-// again) give operators their view; Revoke alone is never retried. RenewBatch
-// (backend.BatchRenewer) renews up to 400 holdings in one UPDATE joined to
-// the requests. The backend does not implement backend.ReleaseWatcher: SQL
-// Server has no cheap release notification, so waiters wake at the holder's
-// expiry or by polling.
+// again, and it hands the name on as a release does) give operators their
+// view; Revoke alone is never retried. RenewBatch (backend.BatchRenewer)
+// renews up to 400 holdings in one UPDATE joined to the requests. The backend
+// implements neither backend.ReleaseWatcher nor backend.HandOffWatcher: SQL
+// Server has no cheap notification, so waiters wake at the holder's expiry
+// or by polling, and pick a hand-off up with their next poll.
 //
-// Create the table once with EnsureSchema (idempotent, safe when several
+// Create the tables once with EnsureSchema (idempotent, safe when several
 // instances start at once; it adds AttemptId to a table made by an earlier
-// version, whose old rows then belong to no attempt and simply expire) or
-// deploy the output of CreateScript out of band. Both refuse, and so does
+// version, whose old rows then belong to no attempt and simply expire, and
+// creates the queue table an earlier version lacked) or deploy the output of
+// CreateScript out of band. Both refuse, and so does
 // every acquire, a database with DELAYED_DURABILITY = FORCED: its commits
 // return before they are on disk, so a crash could lose an acknowledged grant
 // and the sequence's advance, and repeat a fencing token.

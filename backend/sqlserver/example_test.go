@@ -22,7 +22,8 @@ func Example() {
 		panic(err)
 	}
 	defer db.Close()
-	// At start-up: creates lease.Leases when it is missing (idempotent).
+	// At start-up: creates lease.Leases and its waiter queue,
+	// lease.Leases_Queue, when they are missing (idempotent).
 	if err := sqlserver.EnsureSchema(ctx, db, sqlserver.DefaultSchema, sqlserver.DefaultTable); err != nil {
 		panic(err)
 	}
@@ -38,7 +39,9 @@ func Example() {
 	defer m.Close(ctx)
 
 	// SQL Server sends no release notification: a waiter wakes at the
-	// holder's expiry, or polls.
+	// holder's expiry, or polls; a waiter queued with the store (see
+	// backend.QueueRequest) is handed the name by the release and picks it
+	// up with its next poll.
 	err = m.Do(ctx, "nightly-report", func(ctx context.Context) error {
 		l, _ := leasehold.LeaseFrom(ctx)
 		fmt.Println("running the nightly report with fencing token", l.Token())

@@ -278,6 +278,7 @@ func TestDelayedDurabilityErrorFromTheDriver(t *testing.T) {
 // Column types of a result set (MS-TDS 2.2.5.4).
 const (
 	tdsIntN           = 0x26
+	tdsBitN           = 0x68
 	tdsNVarChar       = 0xE7
 	tdsDateTimeOffset = 0x2B
 	tdsBigBinary      = 0xAD
@@ -286,8 +287,8 @@ const (
 
 // acquireAnswer encodes the acquire batch's result row as SQL Server sends
 // it: COLMETADATA for TINYINT, NVARCHAR(400), BIGINT, DATETIMEOFFSET(7),
-// BINARY(8), BIGINT, one ROW, and DONE. nil values are NULL.
-func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Time, rowVer []byte, remainingUs *int64) []byte {
+// BINARY(8), BIGINT, BIT, one ROW, and DONE. nil values are NULL.
+func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Time, rowVer []byte, remainingUs *int64, queued bool) []byte {
 	var b bytes.Buffer
 	column := func(typeInfo []byte, name string) {
 		binary.Write(&b, binary.LittleEndian, uint32(0)) // user type
@@ -300,13 +301,14 @@ func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Tim
 		}
 	}
 	b.WriteByte(tdsColMetadata)
-	binary.Write(&b, binary.LittleEndian, uint16(6))
+	binary.Write(&b, binary.LittleEndian, uint16(7))
 	column([]byte{tdsIntN, 1}, "Outcome")
 	column([]byte{tdsNVarChar, 0x20, 0x03, 0x09, 0x04, 0xD0, 0x00, 0x34}, "Holder") // 800 bytes, a collation
 	column([]byte{tdsIntN, 8}, "FencingToken")
 	column([]byte{tdsDateTimeOffset, 7}, "ExpiresAtUtc")
 	column([]byte{tdsBigBinary, 8, 0}, "RowVer")
 	column([]byte{tdsIntN, 8}, "RemainingUs")
+	column([]byte{tdsBitN, 1}, "Queued")
 
 	b.WriteByte(tdsRow)
 	b.Write([]byte{1, outcome})
@@ -348,6 +350,12 @@ func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Tim
 		b.Write(rowVer)
 	}
 	bigint(remainingUs)
+	b.WriteByte(1) // the BIT's length
+	if queued {
+		b.WriteByte(1)
+	} else {
+		b.WriteByte(0)
+	}
 	b.WriteByte(tdsDone)
 	binary.Write(&b, binary.LittleEndian, uint16(0x0010)) // row count valid
 	binary.Write(&b, binary.LittleEndian, uint16(0xC1))   // SELECT
@@ -357,8 +365,8 @@ func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Tim
 
 // TestAcquireAnswerThroughTheDriver: the acquire result, encoded as SQL
 // Server sends it, decodes through go-mssqldb into the grant or refusal
-// (TINYINT outcome, DATETIMEOFFSET with its offset, BINARY(8), NULLs); the
-// go-sqlmock tests hand Go values to the scanner instead.
+// (TINYINT outcome, DATETIMEOFFSET with its offset, BINARY(8), BIT, NULLs);
+// the go-sqlmock tests hand Go values to the scanner instead.
 func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 	expires := time.Date(2026, 3, 1, 12, 0, 30, 123456700, time.FixedZone("+02:00", 2*60*60))
 	str := func(s string) *string { return &s }
@@ -368,9 +376,15 @@ func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 		answer []byte
 		want   backend.Grant
 	}{
-		{"refusal", acquireAnswer(outcomeBusy, str("other ✓"), num(39), &expires, nil, num(29_500_001)),
+		{"refusal", acquireAnswer(outcomeBusy, str("other ✓"), num(39), &expires, nil, num(29_500_001), false),
 			backend.Grant{Holder: "other ✓", HolderToken: 39, HolderExpiresAt: expires.UTC(), HolderExpiresIn: 29_500_001 * time.Microsecond}},
-		{"grant", acquireAnswer(outcomeInserted, str("me"), num(41), &expires, []byte{0, 0, 0, 0, 0, 0, 7, 0xd1}, nil),
+		{"queued refusal", acquireAnswer(outcomeBusy, str("other"), num(39), &expires, nil, num(5), true),
+			backend.Grant{Holder: "other", HolderToken: 39, HolderExpiresAt: expires.UTC(), HolderExpiresIn: 5 * time.Microsecond, Queued: true}},
+		// The queue head's turn: no holder, no token, the turn's end and
+		// time left.
+		{"turn", acquireAnswer(outcomeTurn, nil, nil, &expires, nil, num(700_000), true),
+			backend.Grant{HolderExpiresAt: expires.UTC(), HolderExpiresIn: 700 * time.Millisecond, Queued: true}},
+		{"grant", acquireAnswer(outcomeInserted, str("me"), num(41), &expires, []byte{0, 0, 0, 0, 0, 0, 7, 0xd1}, nil, false),
 			backend.Grant{Acquired: true, Token: 41, ExpiresAt: expires.UTC()}},
 	}
 	for _, c := range cases {

@@ -31,13 +31,24 @@ type objectNames struct {
 	dfAttempt     string // [DF_table_AttemptId]
 	ixExpires     string // [IX_table_ExpiresAtUtc], unquoted in indexName
 	indexName     string
+
+	// The waiter queue's table and its constraints (see queueTableDDL).
+	// Every derived name is at most as long as CK_table_LeaseNameBytes, so
+	// the queue does not shorten the longest table name allowed.
+	queueQ         string // [schema].[table_Queue]
+	pkQueue        string // [PK_table_Queue]
+	uqQueueAttempt string // [UQ_table_QueueAttempt]
+	ckQueueBytes   string // [CK_table_QueueBytes]
+	ixQueueExpires string // [IX_table_QueueExpires], unquoted in queueIndexName
+	queueIndexName string
 }
 
 // ValidateTable reports whether schema and table can name a lease table, as
 // New and EnsureSchema check them: each 1..128 UTF-16 units of valid UTF-8
 // without NUL or other control characters and without leading or trailing
 // white space, and the table short enough that the derived names
-// (table_FencingToken, CK_table_LeaseNameBytes, ...) fit in 128 units.
+// (table_FencingToken, CK_table_LeaseNameBytes, table_Queue, ...) fit in 128
+// units.
 // Brackets, quotes, semicolons and comment markers are allowed: every
 // identifier is bracket-quoted. Errors wrap ErrInvalidIdentifier.
 func ValidateTable(schema, table string) error {
@@ -57,6 +68,8 @@ func newObjectNames(schema, table string) (objectNames, error) {
 		table:     table,
 		schemaQ:   quoteIdent(schema),
 		indexName: "IX_" + table + "_ExpiresAtUtc",
+
+		queueIndexName: "IX_" + table + "_QueueExpires",
 	}
 	derived := []struct {
 		dst  *string
@@ -68,6 +81,11 @@ func newObjectNames(schema, table string) (objectNames, error) {
 		{&n.ckToken, "CK_" + table + "_FencingToken"},
 		{&n.dfAttempt, "DF_" + table + "_AttemptId"},
 		{&n.ixExpires, n.indexName},
+		{&n.queueQ, table + "_Queue"},
+		{&n.pkQueue, "PK_" + table + "_Queue"},
+		{&n.uqQueueAttempt, "UQ_" + table + "_QueueAttempt"},
+		{&n.ckQueueBytes, "CK_" + table + "_QueueBytes"},
+		{&n.ixQueueExpires, n.queueIndexName},
 	}
 	for _, d := range derived {
 		if units := utf16Len(d.name); units > maxIdentifierUnits {
@@ -77,6 +95,7 @@ func newObjectNames(schema, table string) (objectNames, error) {
 		*d.dst = quoteIdent(d.name)
 	}
 	n.sequenceQ = n.schemaQ + "." + n.sequenceQ
+	n.queueQ = n.schemaQ + "." + n.queueQ
 	n.tableQ = n.schemaQ + "." + quoteIdent(table)
 	return n, nil
 }

@@ -86,10 +86,12 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 // Revoke ends the live holding of key when its token is token (0: whichever
 // holding is live) and returns what it removed. The holder is fenced: its
 // next renewal fails with ErrNotHeld, and its token is never issued again.
-// There are no release notifications: waiters find the key free when they
-// next poll. Revoke is never retried: after an ambiguous failure a second
-// run could report a removal it did not make, or (token 0) remove a holding
-// granted in between that the operator never saw; Inspect tells what stands.
+// Like a release, it hands the key on to the head of its waiter queue in the
+// same transaction (backend/queue.go); there are no notifications: the new
+// holder finds its holding when it next polls. Revoke is never retried:
+// after an ambiguous failure a second run could report a removal it did not
+// make, or (token 0) remove a holding granted in between that the operator
+// never saw; Inspect tells what stands.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holding{}, false, err

@@ -24,11 +24,11 @@ func TestLogLevels(t *testing.T) {
 		wantWarn bool
 	}{
 		{"busy", func(b *Backend, mock sqlmock.Sqlmock, _ context.CancelFunc) {
-			mock.ExpectQuery(b.q.acquire).WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(1), time.Now(), nil, int64(1000)))
+			mock.ExpectQuery(b.q.acquire).WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(1), time.Now(), nil, int64(1000), false))
 		}, false},
 		{"context ended", func(b *Backend, mock sqlmock.Sqlmock, cancel context.CancelFunc) {
 			mock.ExpectQuery(b.q.acquire).
-				WithArgs(cancelOnMatch{cancel}, sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg()).
+				WithArgs(cancelOnMatch{cancel}, sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg(), sqlmock.AnyArg()).
 				WillReturnError(deadlockErr)
 		}, false},
 		{"fault", func(b *Backend, mock sqlmock.Sqlmock, _ context.CancelFunc) {

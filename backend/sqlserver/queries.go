@@ -1,6 +1,11 @@
 package sqlserver
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/leasehold/leasehold/backend"
+)
 
 // Outcomes of the acquire batch, in its Outcome column.
 const (
@@ -8,6 +13,7 @@ const (
 	outcomeInserted = 1 // no row: inserted with a new token
 	outcomeTakeover = 2 // expired row: taken over with a new token
 	outcomeRefresh  = 3 // the live row of this very attempt: refreshed, same token
+	outcomeTurn     = 4 // no live holding, but the queue's head (another attempt) has the turn
 )
 
 // errDelayedDurabilityNumber is the error number the acquire batch raises
@@ -15,8 +21,9 @@ const (
 const errDelayedDurabilityNumber = 50101
 
 // queries holds the SQL text of one table, built once by New. Every value is
-// a parameter (@name, @owner, @attempt, @token, @ttlUs, @metadata, @sweep);
-// only the bracket-quoted object names are spliced into the text.
+// a parameter (@name, @owner, @attempt, @token, @ttlUs, @metadata,
+// @entryTtlUs, @pickupUs, @poll, @sweep); only the bracket-quoted object
+// names and the constant backend.MaxQueueEntries are spliced into the text.
 type queries struct {
 	acquire string
 	renew   string
@@ -45,28 +52,46 @@ const holdingMatch = `OwnerInstanceId = @owner AND DATALENGTH(OwnerInstanceId) =
 // are added in two steps; both fit an INT for every TTL up to MaxTTL.
 const expiresFromNow = `DATEADD(MICROSECOND, CAST(@ttlUs % 1000000 AS INT), DATEADD(SECOND, CAST(@ttlUs / 1000000 AS INT), @now))`
 
+// addMicros computes base + us microseconds, as expiresFromNow does, for
+// other operands (us a BIGINT of at most MaxTTL in microseconds).
+func addMicros(us, base string) string {
+	return "DATEADD(MICROSECOND, CAST(" + us + " % 1000000 AS INT), DATEADD(SECOND, CAST(" + us + " / 1000000 AS INT), " + base + "))"
+}
+
 func newQueries(n objectNames, sweep bool) queries {
+	// The fragments go in first, so that their own markers are replaced too.
+	fragments := strings.NewReplacer(
+		"{handOnDeclarations}\n", handOnDeclarations,
+		"{handOn}\n", handOnFragment,
+		"{dropExpiredEntries}\n", dropExpiredEntries,
+	)
 	r := strings.NewReplacer(
 		"{table}", n.tableQ,
 		"{sequence}", n.sequenceQ,
+		"{queue}", n.queueQ,
 		"{keyMatch}", keyMatch,
 		"{holdingMatch}", holdingMatch,
 		"{expires}", expiresFromNow,
+		"{entryExpires}", addMicros("@entryTtlUs", "@now"),
+		"{turnEnd}", addMicros("@headPickupUs", "@turnStart"),
+		"{pickupExpires}", addMicros("@headPickupUs", "@now"),
+		"{maxQueue}", strconv.Itoa(backend.MaxQueueEntries),
 		"{durabilityGuard}", durabilityGuard,
 		"{remaining}", remainingUs,
 	)
+	build := func(template string) string { return r.Replace(fragments.Replace(template)) }
 	sweepSQL := ""
 	if sweep {
-		sweepSQL = r.Replace(sweepTemplate)
+		sweepSQL = build(sweepTemplate)
 	}
 	return queries{
-		acquire: strings.Replace(r.Replace(acquireTemplate), "{sweep}\n", sweepSQL, 1),
-		renew:   r.Replace(renewTemplate),
-		release: r.Replace(releaseTemplate),
-		replica: r.Replace(replicaTemplate),
-		inspect: r.Replace(inspectTemplate),
-		list:    r.Replace(listTemplate),
-		revoke:  r.Replace(revokeTemplate),
+		acquire: strings.Replace(build(acquireTemplate), "{sweep}\n", sweepSQL, 1),
+		renew:   build(renewTemplate),
+		release: build(releaseTemplate),
+		replica: build(replicaTemplate),
+		inspect: build(inspectTemplate),
+		list:    build(listTemplate),
+		revoke:  build(revokeTemplate),
 	}
 }
 
@@ -82,15 +107,20 @@ const durabilityGuard = `IF EXISTS (SELECT 1 FROM sys.databases WHERE database_i
     THROW 50101, N'leasehold: the database has DELAYED_DURABILITY = FORCED: a crash could lose granted leases and repeat fencing tokens', 1;
 `
 
-// sweepTemplate deletes up to @sweep expired rows of any name, as its own
-// autocommit statement before the acquire transaction so that it never holds
-// serializable locks. READPAST skips rows that other sessions have locked;
-// the predicate is re-checked on each locked row, so a row refreshed meanwhile
-// is not deleted. The sweep is best effort: a failure (for example being
-// chosen as a deadlock victim) must not fail the acquire.
+// sweepTemplate deletes up to @sweep expired rows of any name, and up to
+// @sweep expired queue entries (their waiters are gone: no poll renewed
+// them), each as its own autocommit statement before the acquire transaction
+// so that it never holds serializable locks. READPAST skips rows that other
+// sessions have locked; the predicate is re-checked on each locked row, so a
+// row refreshed meanwhile is not deleted. Deleting an expired entry without
+// the name's lock is safe: every reader treats an expired entry as absent.
+// The sweep is best effort: a failure (for example being chosen as a
+// deadlock victim) must not fail the acquire.
 const sweepTemplate = `BEGIN TRY
     DELETE TOP (@sweep) FROM {table} WITH (READPAST, ROWLOCK)
     WHERE ExpiresAtUtc <= SYSDATETIMEOFFSET();
+    DELETE TOP (@sweep) FROM {queue} WITH (READPAST, ROWLOCK)
+    WHERE EntryExpiresAtUtc <= SYSDATETIMEOFFSET();
 END TRY
 BEGIN CATCH
     SET @swept = -1;
@@ -109,6 +139,20 @@ END CATCH;
 // reported with its token and its remaining time measured on the same clock
 // read (DATEDIFF_BIG: microseconds of a year overflow an INT). Results go
 // through OUTPUT ... INTO a table variable and are selected after COMMIT.
+//
+// The waiter queue (backend/queue.go) is read and written only under the
+// name's lock, in the same transaction, so every queue rule is one atomic
+// step with the grant or refusal it goes with. Expired entries are dropped
+// first. When the name is free, a head entry of another attempt has the
+// turn: its start is recorded on the entry by the first acquire that finds
+// the name free with that head, and until the turn's end (start + the
+// head's pickup) the caller is refused (outcome 4, no holder, the turn's
+// time left); after it the head is removed and the caller granted as usual.
+// A granted caller's own entry is removed. A refused caller with
+// @entryTtlUs > 0 is queued: its entry (same owner and attempt) keeps its
+// place and is renewed, or a new one goes at the tail unless the name has
+// MaxQueueEntries live entries. Queued says whether the caller has an entry
+// when the batch ends.
 const acquireTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -131,6 +175,14 @@ DECLARE @holderToken BIGINT;
 DECLARE @holderExpires DATETIMEOFFSET(7);
 DECLARE @now DATETIMEOFFSET(7);
 DECLARE @token BIGINT;
+DECLARE @granted BIT = 0;
+DECLARE @headPosition BIGINT;
+DECLARE @headMine BIT = 0;
+DECLARE @headPickupUs BIGINT;
+DECLARE @turnStart DATETIMEOFFSET(7);
+DECLARE @turnEnd DATETIMEOFFSET(7);
+DECLARE @renewed INT = 0;
+DECLARE @queued BIT = 0;
 
 BEGIN TRANSACTION;
 
@@ -144,8 +196,45 @@ WHERE {keyMatch};
 
 SET @now = SYSDATETIMEOFFSET();
 
-IF @found = 0
+{dropExpiredEntries}
+
+IF @found = 0 OR @holderExpires <= @now
 BEGIN
+    SELECT TOP (1) @headPosition = Position,
+           @headMine = CASE WHEN {holdingMatch} THEN 1 ELSE 0 END,
+           @headPickupUs = PickupUs,
+           @turnStart = TurnStartedAtUtc
+    FROM {queue}
+    WHERE {keyMatch}
+    ORDER BY Position;
+
+    IF @headPosition IS NOT NULL AND @headMine = 0
+    BEGIN
+        IF @turnStart IS NULL
+        BEGIN
+            SET @turnStart = @now;
+            UPDATE {queue} WITH (ROWLOCK)
+            SET TurnStartedAtUtc = @now
+            WHERE {keyMatch} AND Position = @headPosition;
+        END;
+        SET @turnEnd = {turnEnd};
+        IF @turnEnd <= @now
+        BEGIN
+            DELETE FROM {queue} WITH (ROWLOCK)
+            WHERE {keyMatch} AND Position = @headPosition;
+            SET @turnEnd = NULL;
+        END;
+    END;
+END;
+
+IF @turnEnd IS NOT NULL
+BEGIN
+    INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs)
+    VALUES (4, NULL, NULL, @turnEnd, NULL, DATEDIFF_BIG(MICROSECOND, @now, @turnEnd));
+END
+ELSE IF @found = 0
+BEGIN
+    SET @granted = 1;
     SET @token = NEXT VALUE FOR {sequence};
     INSERT INTO {table} (LeaseName, LeaseNameBytes, OwnerInstanceId, AttemptId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
     OUTPUT 1, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc, inserted.[RowVersion]
@@ -154,6 +243,7 @@ BEGIN
 END
 ELSE IF @holderExpires <= @now
 BEGIN
+    SET @granted = 1;
     SET @token = NEXT VALUE FOR {sequence};
     UPDATE {table} WITH (ROWLOCK)
     SET OwnerInstanceId = @owner,
@@ -169,6 +259,7 @@ BEGIN
 END
 ELSE IF @mine = 1
 BEGIN
+    SET @granted = 1;
     UPDATE {table} WITH (ROWLOCK)
     SET RenewedAtUtc = @now,
         ExpiresAtUtc = {expires},
@@ -183,9 +274,37 @@ BEGIN
     VALUES (0, @holder, @holderToken, @holderExpires, NULL, DATEDIFF_BIG(MICROSECOND, @now, @holderExpires));
 END;
 
+IF @granted = 1
+BEGIN
+    DELETE FROM {queue} WITH (ROWLOCK)
+    WHERE {keyMatch} AND {holdingMatch};
+END
+ELSE
+BEGIN
+    IF @entryTtlUs > 0
+    BEGIN
+        UPDATE {queue} WITH (ROWLOCK)
+        SET EntryExpiresAtUtc = {entryExpires},
+            PickupUs = @pickupUs,
+            Poll = @poll,
+            Metadata = @metadata
+        WHERE {keyMatch} AND {holdingMatch};
+        SET @renewed = @@ROWCOUNT;
+        IF @renewed = 0
+           AND NOT EXISTS (SELECT 1 FROM {queue} WHERE {keyMatch} AND AttemptId = @attempt)
+           AND (SELECT COUNT_BIG(*) FROM {queue} WHERE {keyMatch}) < {maxQueue}
+        BEGIN
+            INSERT INTO {queue} (LeaseName, LeaseNameBytes, AttemptId, OwnerInstanceId, Metadata, PickupUs, Poll, EnqueuedAtUtc, EntryExpiresAtUtc)
+            VALUES (@name, DATALENGTH(@name), @attempt, @owner, @metadata, @pickupUs, @poll, @now, {entryExpires});
+        END;
+    END;
+    IF EXISTS (SELECT 1 FROM {queue} WHERE {keyMatch} AND {holdingMatch})
+        SET @queued = 1;
+END;
+
 COMMIT TRANSACTION;
 
-SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs FROM @out;
+SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued FROM @out;
 `
 
 // renewTemplate extends the live row of the holding (@name, @owner,
@@ -210,19 +329,58 @@ WHERE {keyMatch}
 SELECT FencingToken, ExpiresAtUtc FROM @out;
 `
 
-// releaseTemplate deletes the row of the holding (@name, @owner, @attempt,
-// @token); @token 0 matches whatever token that attempt's holding has (the
-// engine's clean-up after an acquire whose answer it never saw), never
-// another attempt's row. It returns the number of rows deleted, for the log.
+// releaseTemplate ends the holding (@name, @owner, @attempt, @token);
+// @token 0 matches whatever token that attempt's holding has (the engine's
+// clean-up after an acquire whose answer it never saw), never another
+// attempt's row. It locks the name as the acquire does and, in the same
+// transaction, drops expired queue entries and the entry of (@owner,
+// @attempt) (a waiter leaving the queue, or a holder that was queued), then
+// ends the holding when it matches: a live one is handed on (handOnFragment),
+// an expired one is deleted and hands nothing on (the name is free by
+// expiry, and the head's turn applies). It returns whether a holding
+// matched and whom it was handed to, for the log.
 const releaseTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
-DELETE FROM {table} WITH (ROWLOCK)
+DECLARE @match BIT = 0;
+DECLARE @holderToken BIGINT;
+DECLARE @holderExpires DATETIMEOFFSET(7);
+DECLARE @now DATETIMEOFFSET(7);
+DECLARE @released BIGINT = 0;
+{handOnDeclarations}
+
+BEGIN TRANSACTION;
+
+SELECT @match = CASE WHEN {holdingMatch} AND (@token = 0 OR FencingToken = @token) THEN 1 ELSE 0 END,
+       @holderToken = FencingToken,
+       @holderExpires = ExpiresAtUtc
+FROM {table} WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
+WHERE {keyMatch};
+
+SET @now = SYSDATETIMEOFFSET();
+
+DELETE FROM {queue} WITH (ROWLOCK)
 WHERE {keyMatch}
-  AND {holdingMatch}
-  AND (@token = 0 OR FencingToken = @token);
+  AND (EntryExpiresAtUtc <= @now OR ({holdingMatch}));
 
-SELECT CAST(@@ROWCOUNT AS BIGINT);
+IF @match = 1 AND @holderExpires > @now
+BEGIN
+    SET @released = 1;
+{handOn}
+END
+ELSE IF @match = 1
+BEGIN
+    SET @released = 1;
+    DELETE FROM {table} WITH (ROWLOCK)
+    WHERE {keyMatch}
+      AND {holdingMatch}
+      AND (@token = 0 OR FencingToken = @token);
+END;
+
+COMMIT TRANSACTION;
+
+SELECT @released AS Released, @handedOwner AS HandedOwner, @handedAttempt AS HandedAttempt, @handedToken AS HandedToken, @handedPoll AS HandedPoll;
 `
 
 // replicaTemplate reads the row of @name on a read replica, without waiting
@@ -268,12 +426,14 @@ WHERE ExpiresAtUtc > @now
 ORDER BY LeaseName, LeaseNameBytes;
 `
 
-// revokeTemplate deletes the live holding of @name when its token is @token
-// (0: whichever holding is live) and returns what it deleted. The token is
-// never drawn again from the sequence, so the holder is fenced: its next
-// renewal finds no row.
+// revokeTemplate ends the live holding of @name when its token is @token
+// (0: whichever holding is live), handing the name on as a release does
+// (handOnFragment), and returns what it ended. The token is never drawn
+// again from the sequence, so the holder is fenced: its next renewal finds
+// no row of its token.
 const revokeTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
 DECLARE @out TABLE (
     OwnerInstanceId NVARCHAR(400)     NOT NULL,
@@ -281,14 +441,35 @@ DECLARE @out TABLE (
     ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL,
     Metadata        NVARCHAR(4000)    NULL
 );
-DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+DECLARE @holderToken BIGINT;
+DECLARE @now DATETIMEOFFSET(7);
+DECLARE @revoked INT = 0;
+{handOnDeclarations}
 
-DELETE FROM {table} WITH (ROWLOCK)
-OUTPUT deleted.OwnerInstanceId, deleted.FencingToken, deleted.ExpiresAtUtc, deleted.Metadata
-INTO @out (OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata)
+BEGIN TRANSACTION;
+
+SELECT @holderToken = FencingToken
+FROM {table} WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
+WHERE {keyMatch};
+
+SET @now = SYSDATETIMEOFFSET();
+
+INSERT INTO @out (OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata)
+SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata
+FROM {table}
 WHERE {keyMatch}
   AND ExpiresAtUtc > @now
   AND (@token = 0 OR FencingToken = @token);
+SET @revoked = @@ROWCOUNT;
+
+{dropExpiredEntries}
+
+IF @revoked > 0
+BEGIN
+{handOn}
+END;
+
+COMMIT TRANSACTION;
 
 SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'') FROM @out;
 `

@@ -31,20 +31,24 @@ func TestAcquireSQLOrderOfSteps(t *testing.T) {
 
 	xact := indexOf(t, q, "SET XACT_ABORT ON;")
 	sweep := indexOf(t, q, "DELETE TOP (@sweep) FROM [lease].[Leases] WITH (READPAST, ROWLOCK)")
+	sweepQueue := indexOf(t, q, "DELETE TOP (@sweep) FROM [lease].[Leases_Queue] WITH (READPAST, ROWLOCK)")
 	begin := indexOf(t, q, "BEGIN TRANSACTION;")
 	lock := indexOf(t, q, "FROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)")
 	now := indexOf(t, q, "SET @now = SYSDATETIMEOFFSET();")
+	queue := indexOf(t, q, "[lease].[Leases_Queue] WITH (ROWLOCK)")
 	commit := indexOf(t, q, "COMMIT TRANSACTION;")
-	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs FROM @out;")
+	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued FROM @out;")
 
-	// The sweep is its own statement before the transaction; the lock comes
-	// before the clock read; results are selected after COMMIT.
-	if !(xact < sweep && sweep < begin && begin < lock && lock < now && now < commit && commit < result) {
-		t.Errorf("steps out of order: xact %d sweep %d begin %d lock %d now %d commit %d result %d",
-			xact, sweep, begin, lock, now, commit, result)
+	// The sweeps are their own statements before the transaction; the lock
+	// comes before the clock read, and both before the first statement on
+	// the queue (which only the name's lock serializes); results are
+	// selected after COMMIT.
+	if !(xact < sweep && sweep < sweepQueue && sweepQueue < begin && begin < lock && lock < now && now < queue && queue < commit && commit < result) {
+		t.Errorf("steps out of order: xact %d sweep %d queue sweep %d begin %d lock %d now %d queue %d commit %d result %d",
+			xact, sweep, sweepQueue, begin, lock, now, queue, commit, result)
 	}
-	if n := strings.Count(q, "SYSDATETIMEOFFSET()"); n != 2 { // the sweep's and the transaction's
-		t.Errorf("SYSDATETIMEOFFSET() appears %d times, want 2 (sweep, then once in the transaction)", n)
+	if n := strings.Count(q, "SYSDATETIMEOFFSET()"); n != 3 { // the two sweeps' and the transaction's
+		t.Errorf("SYSDATETIMEOFFSET() appears %d times, want 3 (two sweeps, then once in the transaction)", n)
 	}
 	if strings.Count(q, "BEGIN TRANSACTION") != 1 || strings.Count(q, "COMMIT TRANSACTION") != 1 {
 		t.Error("want exactly one BEGIN TRANSACTION and one COMMIT TRANSACTION")
@@ -138,10 +142,21 @@ func TestAcquireSQLComparesNamesExactly(t *testing.T) {
 			t.Errorf("%s: an owner comparison lacks DATALENGTH or the attempt", name)
 		}
 	}
-	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release} {
-		if strings.Count(text, holdingMatch) != 1 {
-			t.Errorf("%s: want exactly one holding comparison (owner and attempt)", name)
-		}
+	// The lease row's holding is compared once where the batch decides
+	// (the acquire's and the release's lock, the renew's WHERE); the other
+	// comparisons are of queue entries, and the release's final DELETE of
+	// an expired holding repeats its filter.
+	lock := func(text string) string {
+		return text[indexOf(t, text, "BEGIN TRANSACTION;"):indexOf(t, text, "SET @now = SYSDATETIMEOFFSET();")]
+	}
+	if strings.Count(lock(q.acquire), holdingMatch) != 1 || strings.Count(lock(q.release), holdingMatch) != 1 || strings.Count(q.renew, holdingMatch) != 1 {
+		t.Error("want exactly one holding comparison (owner and attempt) deciding on the lease row")
+	}
+	if n := strings.Count(q.acquire, holdingMatch); n != 5 { // lock, head, granted's entry, renewal, Queued
+		t.Errorf("acquire: %d holding comparisons, want 5", n)
+	}
+	if n := strings.Count(q.release, holdingMatch); n != 3 { // lock, leaving entry, expired holding's DELETE
+		t.Errorf("release: %d holding comparisons, want 3", n)
 	}
 	// The owner test of the acquire reads the column (binary collation), not
 	// a variable, which would have the database's default collation.
@@ -153,7 +168,7 @@ func TestAcquireSQLComparesNamesExactly(t *testing.T) {
 
 func TestAcquireSQLWithoutSweep(t *testing.T) {
 	q := newQueries(mustNames(t, "lease", "Leases"), false).acquire
-	if strings.Contains(q, "DELETE") || strings.Contains(q, "{sweep}") {
+	if strings.Contains(q, "DELETE TOP") || strings.Contains(q, "READPAST") || strings.Contains(q, "{sweep}") {
 		t.Errorf("sweep disabled but the batch still sweeps:\n%s", q)
 	}
 	indexOf(t, q, "BEGIN TRANSACTION;")
@@ -174,14 +189,23 @@ func TestRenewSQLFilters(t *testing.T) {
 	indexOf(t, q, "ExpiresAtUtc = "+expiresFromNow)
 }
 
+// TestReleaseSQLFilters: the release decides under the name's lock whether
+// the holding is the request's (owner, attempt, and token unless 0); only
+// then does it end it, handing a live one on, deleting an expired one with
+// the same filters.
 func TestReleaseSQLFilters(t *testing.T) {
 	q := newQueries(mustNames(t, "lease", "Leases"), true).release
-	indexOf(t, q, "DELETE FROM [lease].[Leases] WITH (ROWLOCK)")
-	where := q[indexOf(t, q, "WHERE"):]
-	for _, want := range []string{keyMatch, holdingMatch, "(@token = 0 OR FencingToken = @token)"} {
-		indexOf(t, where, want)
+	indexOf(t, q, "SET XACT_ABORT ON;")
+	match := indexOf(t, q, "SELECT @match = CASE WHEN "+holdingMatch+" AND (@token = 0 OR FencingToken = @token) THEN 1 ELSE 0 END,")
+	lock := indexOf(t, q, "FROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)\nWHERE "+keyMatch+";")
+	now := indexOf(t, q, "SET @now = SYSDATETIMEOFFSET();")
+	live := indexOf(t, q, "IF @match = 1 AND @holderExpires > @now")
+	expired := indexOf(t, q, "ELSE IF @match = 1")
+	if !(match < lock && lock < now && now < live && live < expired) {
+		t.Errorf("steps out of order: match %d lock %d now %d live %d expired %d", match, lock, now, live, expired)
 	}
-	indexOf(t, q, "SELECT CAST(@@ROWCOUNT AS BIGINT);")
+	indexOf(t, q[expired:], "DELETE FROM [lease].[Leases] WITH (ROWLOCK)\n    WHERE "+keyMatch+"\n      AND "+holdingMatch+"\n      AND (@token = 0 OR FencingToken = @token);")
+	indexOf(t, q, "SELECT @released AS Released, @handedOwner AS HandedOwner, @handedAttempt AS HandedAttempt, @handedToken AS HandedToken, @handedPoll AS HandedPoll;")
 }
 
 func TestReplicaSQLReadsUncommitted(t *testing.T) {
@@ -196,10 +220,11 @@ func TestReplicaSQLReadsUncommitted(t *testing.T) {
 // template markers, and every @variable either declared or sent as a
 // parameter (a typo would fail only on a real server).
 func TestSQLIsWellFormed(t *testing.T) {
-	params := map[string]bool{"@name": true, "@owner": true, "@attempt": true, "@token": true, "@ttlUs": true, "@metadata": true, "@sweep": true}
+	params := map[string]bool{"@name": true, "@owner": true, "@attempt": true, "@token": true, "@ttlUs": true, "@metadata": true, "@sweep": true,
+		"@entryTtlUs": true, "@pickupUs": true, "@poll": true}
 	for _, sweep := range []bool{true, false} {
 		q := newQueries(mustNames(t, "le]a'se", "Le;ases--/*"), sweep)
-		for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
+		for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica, "revoke": q.revoke} {
 			checkWellFormed(t, name, text, params)
 		}
 	}
@@ -255,14 +280,15 @@ func TestQueriesQuoteHostileIdentifiers(t *testing.T) {
 	q := newQueries(n, true)
 	wantTable := "[s]]; DROP TABLE x; --].[t'/*x*/]"
 	wantSeq := "[s]]; DROP TABLE x; --].[t'/*x*/_FencingToken]"
-	if n.tableQ != wantTable || n.sequenceQ != wantSeq {
-		t.Fatalf("quoted names = %s, %s", n.tableQ, n.sequenceQ)
+	wantQueue := "[s]]; DROP TABLE x; --].[t'/*x*/_Queue]"
+	if n.tableQ != wantTable || n.sequenceQ != wantSeq || n.queueQ != wantQueue {
+		t.Fatalf("quoted names = %s, %s, %s", n.tableQ, n.sequenceQ, n.queueQ)
 	}
 	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica,
 		"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		// Once the quoted names are taken out, nothing of the hostile text
 		// may remain in the SQL.
-		rest := strings.ReplaceAll(strings.ReplaceAll(text, wantSeq, "SEQ"), wantTable, "TBL")
+		rest := strings.NewReplacer(wantSeq, "SEQ", wantQueue, "QUEUE", wantTable, "TBL").Replace(text)
 		if strings.Contains(rest, "DROP") || strings.Contains(rest, "/*") || strings.Contains(rest, "--") {
 			t.Errorf("%s: hostile identifier leaked out of its brackets:\n%s", name, text)
 		}

@@ -34,7 +34,7 @@ func newRealBackend(t *testing.T, opts ...Option) (*Backend, *sql.DB, objectName
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, stmt := range []string{"DROP TABLE IF EXISTS " + n.tableQ, "DROP SEQUENCE IF EXISTS " + n.sequenceQ} {
+		for _, stmt := range []string{"DROP TABLE IF EXISTS " + n.tableQ, "DROP TABLE IF EXISTS " + n.queueQ, "DROP SEQUENCE IF EXISTS " + n.sequenceQ} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				t.Errorf("cleanup %s: %v", stmt, err)
 			}
@@ -59,6 +59,7 @@ func TestRealServerEnsureSchemaConcurrently(t *testing.T) {
 	n := mustNames(t, realTestSchema, table)
 	t.Cleanup(func() {
 		db.Exec("DROP TABLE IF EXISTS " + n.tableQ)
+		db.Exec("DROP TABLE IF EXISTS " + n.queueQ)
 		db.Exec("DROP SEQUENCE IF EXISTS " + n.sequenceQ)
 	})
 	var wg sync.WaitGroup
@@ -197,10 +198,11 @@ func TestRealServerOneWinner(t *testing.T) {
 	}
 }
 
-// TestRealServerUpgradesPreviousTable: a table made by the previous version
-// (no AttemptId) and holding a row is upgraded by EnsureSchema; the old row
-// belongs to no attempt, so it is refused until it expires and cannot be
-// renewed or released by any attempt.
+// TestRealServerUpgradesPreviousTable: a table made by an earlier version
+// (no AttemptId, no queue table) and holding a row is upgraded by
+// EnsureSchema; the old row belongs to no attempt, so it is refused until it
+// expires and cannot be renewed or released by any attempt; the new queue
+// table works at once.
 func TestRealServerUpgradesPreviousTable(t *testing.T) {
 	db := realServerDB(t)
 	table := fmt.Sprintf("Old_%d", time.Now().UnixNano())
@@ -208,13 +210,16 @@ func TestRealServerUpgradesPreviousTable(t *testing.T) {
 	ctx := realCtx(t)
 	t.Cleanup(func() {
 		db.Exec("DROP TABLE IF EXISTS " + n.tableQ)
+		db.Exec("DROP TABLE IF EXISTS " + n.queueQ)
 		db.Exec("DROP SEQUENCE IF EXISTS " + n.sequenceQ)
 	})
 	if err := EnsureSchema(ctx, db, realTestSchema, table); err != nil {
 		t.Fatal(err)
 	}
-	// Make it the previous version's table: drop the column and its default.
+	// Make it an earlier version's table: drop the queue, the column and
+	// its default.
 	for _, stmt := range []string{
+		"DROP TABLE " + n.queueQ,
 		"ALTER TABLE " + n.tableQ + " DROP CONSTRAINT " + n.dfAttempt,
 		"ALTER TABLE " + n.tableQ + " DROP COLUMN AttemptId",
 		"INSERT INTO " + n.tableQ + " (LeaseName, LeaseNameBytes, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata) " +
@@ -231,8 +236,136 @@ func TestRealServerUpgradesPreviousTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "old", Attempt: "new-1", TTL: time.Minute})
-	if err != nil || g.Acquired || g.Holder != "old" || g.HolderExpiresIn <= 0 {
-		t.Fatalf("acquire over the old row = %+v, %v; want refused", g, err)
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "old", Attempt: "new-1", TTL: time.Minute,
+		Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute}})
+	if err != nil || g.Acquired || g.Holder != "old" || g.HolderExpiresIn <= 0 || !g.Queued {
+		t.Fatalf("acquire over the old row = %+v, %v; want refused and queued", g, err)
+	}
+}
+
+// TestRealServerQueueUnderContention: waiters enqueue concurrently while the
+// name is held; each gets one place (distinct positions, none lost), and
+// releases then hand the name to each of them once, in the order of their
+// places, with increasing tokens, while a newcomer is refused throughout.
+// This is the locking the go-sqlmock tests cannot check.
+func TestRealServerQueueUnderContention(t *testing.T) {
+	b, db, n := newRealBackend(t)
+	ctx := realCtx(t)
+	const key, waiters = "contended", 24
+	q := backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute}
+	first, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "first", Attempt: "first-1", TTL: time.Minute})
+	if err != nil || !first.Acquired {
+		t.Fatalf("first acquire = %+v, %v", first, err)
+	}
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() {
+			// Each waiter polls a few times at once: a place is kept, never
+			// doubled.
+			for range 3 {
+				g, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: fmt.Sprint("w", i), Attempt: fmt.Sprint("w", i, "-1"), TTL: time.Minute, Wait: true, Queue: q})
+				if err != nil || g.Acquired || !g.Queued {
+					t.Errorf("waiter %d = %+v, %v; want refused and queued", i, g, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rows, err := db.QueryContext(ctx, "SELECT AttemptId FROM "+n.queueQ+" WHERE LeaseName = @name ORDER BY Position", sql.Named("name", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, a)
+	}
+	rows.Close()
+	if len(order) != waiters {
+		t.Fatalf("%d entries, want %d: %v", len(order), waiters, order)
+	}
+	holder := backend.ReleaseRequest{Key: key, Owner: "first", Attempt: "first-1", Token: first.Token}
+	last := first.Token
+	for _, attempt := range order {
+		if err := b.Release(ctx, holder); err != nil {
+			t.Fatal(err)
+		}
+		owner := strings.TrimSuffix(attempt, "-1")
+		if g, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "newcomer", Attempt: fmt.Sprint("n-", attempt), TTL: time.Minute}); err != nil || g.Acquired || g.Holder != owner {
+			t.Fatalf("newcomer after the release = %+v, %v; want refused, held by %s", g, err, owner)
+		}
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: owner, Attempt: attempt, TTL: time.Minute, Wait: true, Queue: q})
+		if err != nil || !g.Acquired || g.Token <= last {
+			t.Fatalf("%s's pickup = %+v, %v; want a grant above token %d", attempt, g, err, last)
+		}
+		holder, last = backend.ReleaseRequest{Key: key, Owner: owner, Attempt: attempt, Token: g.Token}, g.Token
+	}
+	if err := b.Release(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "later", Attempt: "later-1", TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("after the queue drained = %+v, %v; want a grant", g, err)
+	}
+}
+
+// TestRealServerReleaseRacesWaiters: releases and hand-offs race with
+// waiters joining the queue and picking up by polling; two grants never
+// overlap (a holder leaves its local critical section before it releases,
+// so with a correct store the count never exceeds one), tokens increase,
+// and every waiter gets the name in the end.
+func TestRealServerReleaseRacesWaiters(t *testing.T) {
+	b, _, _ := newRealBackend(t)
+	ctx := realCtx(t)
+	const key, workers, rounds = "raced", 8, 5
+	q := backend.QueueRequest{EntryTTL: time.Minute, Pickup: 10 * time.Second}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		holders  int
+		maxSeen  int
+		lastTok  uint64
+		tokenErr error
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				attempt := fmt.Sprintf("w%d-%d", w, r)
+				req := backend.AcquireRequest{Key: key, Owner: fmt.Sprint("w", w), Attempt: attempt, TTL: time.Minute, Wait: true, Queue: q}
+				var g backend.Grant
+				for {
+					var err error
+					if g, err = b.Acquire(ctx, req); err != nil {
+						t.Error(err)
+						return
+					}
+					if g.Acquired {
+						break
+					}
+					time.Sleep(5 * time.Millisecond) // polling: SQL Server sends no hand-off notice
+				}
+				mu.Lock()
+				holders++
+				maxSeen = max(maxSeen, holders)
+				if g.Token <= lastTok && tokenErr == nil {
+					tokenErr = fmt.Errorf("token %d after %d", g.Token, lastTok)
+				}
+				lastTok = g.Token
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // hold it a little while others queue
+				mu.Lock()
+				holders--
+				mu.Unlock()
+				if err := b.Release(ctx, backend.ReleaseRequest{Key: key, Owner: req.Owner, Attempt: attempt, Token: g.Token}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if maxSeen != 1 || tokenErr != nil {
+		t.Fatalf("at most %d holders at once, token order: %v; want 1 and increasing tokens", maxSeen, tokenErr)
 	}
 }

@@ -68,6 +68,15 @@ func TestRenew(t *testing.T) {
 	})
 }
 
+// releaseColumns are the columns of the release batch's result: whether a
+// holding matched, and the hand-off it made (NULLs: none).
+var releaseColumns = []string{"Released", "HandedOwner", "HandedAttempt", "HandedToken", "HandedPoll"}
+
+// releaseRows is the release batch's answer without a hand-off.
+func releaseRows(released int64) *sqlmock.Rows {
+	return sqlmock.NewRows(releaseColumns).AddRow(released, nil, nil, nil, nil)
+}
+
 func TestRelease(t *testing.T) {
 	for _, token := range []uint64{0, 12} {
 		b, mock := newMockBackend(t)
@@ -76,7 +85,7 @@ func TestRelease(t *testing.T) {
 		// deleted is still success.
 		mock.ExpectQuery(b.q.release).
 			WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("attempt", "att-1"), sql.Named("token", int64(token))).
-			WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(0)))
+			WillReturnRows(releaseRows(0))
 		if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Attempt: "att-1", Token: token}); err != nil {
 			t.Errorf("Release(token %d) = %v", token, err)
 		}
@@ -88,7 +97,13 @@ func TestRelease(t *testing.T) {
 		t.Error("a failed release returned nil")
 	}
 
-	b, _ = newMockBackend(t)
+	// A token never issued matches no holding, but the attempt's queue
+	// entry must still go: the batch runs with token -1, which no row has
+	// (CK_table_FencingToken) and which is not the wildcard 0.
+	b, mock = newMockBackend(t)
+	mock.ExpectQuery(b.q.release).
+		WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("attempt", "att-1"), sql.Named("token", int64(-1))).
+		WillReturnRows(releaseRows(0))
 	if err := b.Release(context.Background(), backend.ReleaseRequest{Key: "job", Owner: "me", Attempt: "att-1", Token: math.MaxUint64}); err != nil {
 		t.Errorf("release of a never issued token = %v", err)
 	}
@@ -96,7 +111,7 @@ func TestRelease(t *testing.T) {
 
 func TestInfoAndClose(t *testing.T) {
 	b, _ := newMockBackend(t)
-	if got := b.Info(); got != (backend.Info{Name: "sqlserver"}) {
+	if got := b.Info(); got != (backend.Info{Name: "sqlserver", Queue: true}) {
 		t.Errorf("Info = %+v", got)
 	}
 	if err := b.Close(); err != nil {

@@ -45,7 +45,7 @@ func newReplicaFixture(t *testing.T, timeout time.Duration) *replicaFixture {
 	)
 	f.replica = replicaMock
 	f.primary.ExpectQuery(f.b.q.acquire).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv, nil))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv, nil, false))
 	return f
 }
 
@@ -58,7 +58,7 @@ func (f *replicaFixture) expectReplica(rows *sqlmock.Rows) *sqlmock.ExpectedQuer
 func (f *replicaFixture) expectRelease() *sqlmock.ExpectedQuery {
 	return f.primary.ExpectQuery(f.b.q.release).
 		WithArgs(sql.Named("name", "job"), sql.Named("owner", "me"), sql.Named("attempt", "att-1"), sql.Named("token", int64(8))).
-		WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(int64(1)))
+		WillReturnRows(releaseRows(1))
 }
 
 func TestReplicaConfirmsByteEqualRowVersion(t *testing.T) {
@@ -159,7 +159,7 @@ func TestReplicaNotAskedWhenBusy(t *testing.T) {
 	replicaDB, _ := newMockDB(t)
 	b, mock := newMockBackend(t, WithReplica(replicaDB))
 	mock.ExpectQuery(b.q.acquire).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil, int64(500)))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil, int64(500), false))
 	g, err := b.Acquire(context.Background(), backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "a", TTL: time.Second})
 	if err != nil || g.Acquired || g.Holder != "other" {
 		t.Fatalf("Acquire = %+v, %v", g, err)

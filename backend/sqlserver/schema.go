@@ -36,8 +36,9 @@ var alreadyExists = []int32{2714, 1913, 2759, 2705}
 const attemptColumn = `NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CONSTRAINT %s DEFAULT (N'')`
 
 // ddlStatements returns the statements that create the schema, sequence,
-// table and index when they are missing, and add the AttemptId column to a
-// table made by an earlier version. Each is its own batch. CREATE SCHEMA must
+// table and index when they are missing, add the AttemptId column to a
+// table made by an earlier version, and create the waiter queue's table and
+// index when they are missing. Each is its own batch. CREATE SCHEMA must
 // be alone in its batch, hence sp_executesql.
 func ddlStatements(n objectNames) []string {
 	createSchema := "CREATE SCHEMA " + n.schemaQ
@@ -75,6 +76,40 @@ func ddlStatements(n objectNames) []string {
 
 		fmt.Sprintf("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(%s) AND name = %s)\n    CREATE NONCLUSTERED INDEX %s ON %s (ExpiresAtUtc);",
 			quoteLiteral(n.tableQ), quoteLiteral(n.indexName), n.ixExpires, n.tableQ),
+
+		// The waiter queue (backend/queue.go), one row per queued attempt.
+		// A table made by a version without the queue simply gets it here:
+		// the lease table itself is unchanged. Position (IDENTITY) is the
+		// order of arrival: inserts of one name are serialized by the lock
+		// on its lease row, so they draw increasing values. The clustered key
+		// (name, Position) makes "the head" a seek; it stays within the 900
+		// bytes of a clustered key (800 + 4 + 8), which (name, AttemptId)
+		// would not, so the attempt's uniqueness is a nonclustered
+		// constraint (932 bytes, within the 1700 of SQL Server 2016).
+		// TurnStartedAtUtc is the head's turn (set on the head entry only,
+		// so a new head starts with none). PickupUs and Poll are the
+		// attempt's latest QueueRequest.
+		fmt.Sprintf(`IF OBJECT_ID(%[1]s, N'U') IS NULL
+    CREATE TABLE %[2]s (
+        LeaseName         NVARCHAR(400)     COLLATE %[3]s NOT NULL,
+        LeaseNameBytes    INT               NOT NULL,
+        Position          BIGINT            IDENTITY(1, 1) NOT NULL,
+        AttemptId         NVARCHAR(64)      COLLATE %[3]s NOT NULL,
+        OwnerInstanceId   NVARCHAR(400)     COLLATE %[3]s NOT NULL,
+        Metadata          NVARCHAR(4000)    NULL,
+        PickupUs          BIGINT            NOT NULL,
+        Poll              BIGINT            NOT NULL,
+        EnqueuedAtUtc     DATETIMEOFFSET(7) NOT NULL,
+        EntryExpiresAtUtc DATETIMEOFFSET(7) NOT NULL,
+        TurnStartedAtUtc  DATETIMEOFFSET(7) NULL,
+        CONSTRAINT %[4]s PRIMARY KEY CLUSTERED (LeaseName, LeaseNameBytes, Position),
+        CONSTRAINT %[5]s UNIQUE NONCLUSTERED (LeaseName, LeaseNameBytes, AttemptId),
+        CONSTRAINT %[6]s CHECK (LeaseNameBytes = DATALENGTH(LeaseName))
+    );`, quoteLiteral(n.queueQ), n.queueQ, binaryCollation, n.pkQueue, n.uqQueueAttempt, n.ckQueueBytes),
+
+		// For the sweep of entries whose waiters are gone (sweepTemplate).
+		fmt.Sprintf("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(%s) AND name = %s)\n    CREATE NONCLUSTERED INDEX %s ON %s (EntryExpiresAtUtc);",
+			quoteLiteral(n.queueQ), quoteLiteral(n.queueIndexName), n.ixQueueExpires, n.queueQ),
 	}
 }
 
@@ -98,16 +133,17 @@ func CreateScript(schema, table string) string {
 }
 
 // EnsureSchema creates the schema, sequence, table and index of a lease table
-// when they are missing, adds the AttemptId column to a table made by an
-// earlier version, and checks that the table and sequence are what this
-// backend needs (ErrSchemaMismatch otherwise, for example when an object with
-// the sequence's name is not a sequence). It first refuses a database with
+// and its waiter queue's table and index when they are missing, adds the
+// AttemptId column to a table made by an earlier version, and checks that
+// the tables and sequence are what this backend needs (ErrSchemaMismatch
+// otherwise, for example when an object with the sequence's name is not a
+// sequence). It first refuses a database with
 // DELAYED_DURABILITY = FORCED (ErrDelayedDurability), touching nothing. It is
 // idempotent and safe when several instances run it at once: an "already
 // exists" error from a concurrent creator counts as success. It needs CREATE
 // SCHEMA (when the schema is missing), CREATE SEQUENCE, CREATE TABLE and
 // ALTER on the table (for the upgrade); the backend itself needs only SELECT,
-// INSERT, UPDATE, DELETE on the table and UPDATE on the sequence.
+// INSERT, UPDATE, DELETE on the two tables and UPDATE on the sequence.
 func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if db == nil {
 		return errors.New("sqlserver: EnsureSchema: nil *sql.DB")
@@ -127,7 +163,10 @@ func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if err := checkObjects(ctx, db, n); err != nil {
 		return err
 	}
-	return checkTableShape(ctx, db, n)
+	if err := checkTableShape(ctx, db, n, n.tableQ, requiredColumns); err != nil {
+		return err
+	}
+	return checkTableShape(ctx, db, n, n.queueQ, requiredQueueColumns)
 }
 
 func isAlreadyExists(err error) bool { return hasErrorNumber(err, alreadyExists...) }
@@ -151,9 +190,11 @@ func checkDurability(ctx context.Context, db *sql.DB) error {
 }
 
 // objectsSQL reports what kind of object (sys.objects.type_desc, or an empty
-// string when there is none) holds the table's name and the sequence's name.
+// string when there is none) holds the table's name, the sequence's name and
+// the queue table's name.
 const objectsSQL = `SELECT COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@table)), N''),
-       COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@sequence)), N'');`
+       COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@sequence)), N''),
+       COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@queue)), N'');`
 
 // checkObjects reports ErrSchemaMismatch when the table's or the sequence's
 // name belongs to another kind of object. The DDL looks for an object of the
@@ -163,8 +204,9 @@ const objectsSQL = `SELECT COALESCE((SELECT o.type_desc FROM sys.objects AS o WH
 // table or view named like the sequence would pass, and only the first
 // acquire would fail.
 func checkObjects(ctx context.Context, db *sql.DB, n objectNames) error {
-	var table, sequence string
-	err := db.QueryRowContext(ctx, objectsSQL, sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ)).Scan(&table, &sequence)
+	var table, sequence, queue string
+	err := db.QueryRowContext(ctx, objectsSQL, sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ), sql.Named("queue", n.queueQ)).
+		Scan(&table, &sequence, &queue)
 	if err != nil {
 		return fmt.Errorf("sqlserver: EnsureSchema %s: reading objects: %w", n, err)
 	}
@@ -174,6 +216,9 @@ func checkObjects(ctx context.Context, db *sql.DB, n objectNames) error {
 	}
 	if sequence != "SEQUENCE_OBJECT" {
 		problems = append(problems, fmt.Sprintf("%s is %s, not a sequence", n.sequenceQ, kindOf(sequence)))
+	}
+	if queue != "USER_TABLE" {
+		problems = append(problems, fmt.Sprintf("%s is %s, not a table", n.queueQ, kindOf(queue)))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrSchemaMismatch, strings.Join(problems, "; "))
@@ -203,16 +248,31 @@ var requiredColumns = map[string]string{
 	"RowVersion":      "",
 }
 
+// requiredQueueColumns are the columns of the queue table, as above.
+var requiredQueueColumns = map[string]string{
+	"LeaseName":         binaryCollation,
+	"LeaseNameBytes":    "",
+	"Position":          "",
+	"AttemptId":         binaryCollation,
+	"OwnerInstanceId":   binaryCollation,
+	"Metadata":          "",
+	"PickupUs":          "",
+	"Poll":              "",
+	"EnqueuedAtUtc":     "",
+	"EntryExpiresAtUtc": "",
+	"TurnStartedAtUtc":  "",
+}
+
 // tableShapeSQL lists the columns of a table with their collations.
 const tableShapeSQL = `SELECT c.name, COALESCE(c.collation_name, N'')
 FROM sys.columns AS c
 WHERE c.object_id = OBJECT_ID(@table);`
 
-// checkTableShape reports ErrSchemaMismatch when a column is missing or a
-// name column lacks a binary collation (which would make "Foo" and "foo" the
-// same lease).
-func checkTableShape(ctx context.Context, db *sql.DB, n objectNames) error {
-	rows, err := db.QueryContext(ctx, tableShapeSQL, sql.Named("table", n.tableQ))
+// checkTableShape reports ErrSchemaMismatch when a column of required is
+// missing from table (n's lease or queue table) or a name column lacks a
+// binary collation (which would make "Foo" and "foo" the same lease).
+func checkTableShape(ctx context.Context, db *sql.DB, n objectNames, table string, required map[string]string) error {
+	rows, err := db.QueryContext(ctx, tableShapeSQL, sql.Named("table", table))
 	if err != nil {
 		return fmt.Errorf("sqlserver: EnsureSchema %s: reading columns: %w", n, err)
 	}
@@ -229,9 +289,9 @@ func checkTableShape(ctx context.Context, db *sql.DB, n objectNames) error {
 		return fmt.Errorf("sqlserver: EnsureSchema %s: reading columns: %w", n, err)
 	}
 	var problems []string
-	for _, col := range slices.Sorted(maps.Keys(requiredColumns)) {
+	for _, col := range slices.Sorted(maps.Keys(required)) {
 		collation, ok := found[col]
-		switch want := requiredColumns[col]; {
+		switch want := required[col]; {
 		case !ok:
 			problems = append(problems, "no column "+col)
 		case want != "" && !strings.HasSuffix(strings.ToUpper(collation), "_BIN2"):
@@ -239,7 +299,7 @@ func checkTableShape(ctx context.Context, db *sql.DB, n objectNames) error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s: %s", ErrSchemaMismatch, n, strings.Join(problems, "; "))
+		return fmt.Errorf("%w: %s: %s", ErrSchemaMismatch, table, strings.Join(problems, "; "))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -31,13 +32,28 @@ func TestCreateScriptDefaultTable(t *testing.T) {
 		"CONSTRAINT [PK_Leases] PRIMARY KEY CLUSTERED (LeaseName, LeaseNameBytes),",
 		"CONSTRAINT [CK_Leases_LeaseNameBytes] CHECK (LeaseNameBytes = DATALENGTH(LeaseName)),",
 		"CREATE NONCLUSTERED INDEX [IX_Leases_ExpiresAtUtc] ON [lease].[Leases] (ExpiresAtUtc);\nGO\n",
+		// The waiter queue: created when missing, which is also the upgrade
+		// of an installation made by a version without it.
+		"IF OBJECT_ID(N'[lease].[Leases_Queue]', N'U') IS NULL\n    CREATE TABLE [lease].[Leases_Queue] (",
+		"LeaseName         NVARCHAR(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,",
+		"Position          BIGINT            IDENTITY(1, 1) NOT NULL,",
+		"AttemptId         NVARCHAR(64)      COLLATE Latin1_General_100_BIN2 NOT NULL,",
+		"OwnerInstanceId   NVARCHAR(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,",
+		"PickupUs          BIGINT            NOT NULL,",
+		"Poll              BIGINT            NOT NULL,",
+		"EntryExpiresAtUtc DATETIMEOFFSET(7) NOT NULL,",
+		"TurnStartedAtUtc  DATETIMEOFFSET(7) NULL,",
+		"CONSTRAINT [PK_Leases_Queue] PRIMARY KEY CLUSTERED (LeaseName, LeaseNameBytes, Position),",
+		"CONSTRAINT [UQ_Leases_QueueAttempt] UNIQUE NONCLUSTERED (LeaseName, LeaseNameBytes, AttemptId),",
+		"CONSTRAINT [CK_Leases_QueueBytes] CHECK (LeaseNameBytes = DATALENGTH(LeaseName))",
+		"IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'[lease].[Leases_Queue]') AND name = N'IX_Leases_QueueExpires')\n    CREATE NONCLUSTERED INDEX [IX_Leases_QueueExpires] ON [lease].[Leases_Queue] (EntryExpiresAtUtc);\nGO\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("CreateScript lacks %q:\n%s", want, s)
 		}
 	}
-	if n := strings.Count(s, "\nGO\n"); n != 5 {
-		t.Errorf("%d batches, want 5", n)
+	if n := strings.Count(s, "\nGO\n"); n != 7 {
+		t.Errorf("%d batches, want 7", n)
 	}
 }
 
@@ -51,6 +67,9 @@ func TestCreateScriptHostileNames(t *testing.T) {
 		"EXEC sys.sp_executesql N'CREATE SCHEMA [x]]; DROP TABLE y; --]';",
 		"IF OBJECT_ID(N'[x]]; DROP TABLE y; --].[t''; /*]', N'U') IS NULL",
 		"CREATE TABLE [x]]; DROP TABLE y; --].[t'; /*] (",
+		"IF OBJECT_ID(N'[x]]; DROP TABLE y; --].[t''; /*_Queue]', N'U') IS NULL",
+		"CREATE TABLE [x]]; DROP TABLE y; --].[t'; /*_Queue] (",
+		"CONSTRAINT [UQ_t'; /*_QueueAttempt] UNIQUE NONCLUSTERED",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("CreateScript lacks %q:\n%s", want, s)
@@ -108,13 +127,21 @@ func expectDurability(mock sqlmock.Sqlmock, setting string) {
 }
 
 // expectObjects expects the object kind check, answering the kinds of the
-// table's and the sequence's names.
-func expectObjects(mock sqlmock.Sqlmock, n objectNames, table, sequence string) {
-	mock.ExpectQuery(objectsSQL).WithArgs(sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ)).
-		WillReturnRows(sqlmock.NewRows([]string{"table", "sequence"}).AddRow(table, sequence))
+// table's, the sequence's and the queue table's names.
+func expectObjects(mock sqlmock.Sqlmock, n objectNames, table, sequence, queue string) {
+	mock.ExpectQuery(objectsSQL).WithArgs(sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ), sql.Named("queue", n.queueQ)).
+		WillReturnRows(sqlmock.NewRows([]string{"table", "sequence", "queue"}).AddRow(table, sequence, queue))
 }
 
-// expectDDL expects the durability check and the five DDL batches; fail,
+// expectShapes expects the column checks of the lease table and then the
+// queue table, answering their columns with the overrides of shapeRows
+// (nil: the right shape).
+func expectShapes(mock sqlmock.Sqlmock, n objectNames, table, queue map[string]string) {
+	mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(shapeRows(requiredColumns, table))
+	mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.queueQ)).WillReturnRows(shapeRows(requiredQueueColumns, queue))
+}
+
+// expectDDL expects the durability check and the seven DDL batches; fail,
 // when not nil, answers the batch at that index with an error.
 func expectDDL(mock sqlmock.Sqlmock, n objectNames, failAt int, fail error) {
 	expectDurability(mock, "DISABLED")
@@ -129,13 +156,15 @@ func expectDDL(mock sqlmock.Sqlmock, n objectNames, failAt int, fail error) {
 		}
 		e.WillReturnResult(sqlmock.NewResult(0, 0))
 	}
-	expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT")
+	expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT", "USER_TABLE")
 }
 
-func shapeRows(override map[string]string) *sqlmock.Rows {
+// shapeRows lists the columns of required with their collations, changed
+// by override (a collation, or "-" to leave the column out).
+func shapeRows(required, override map[string]string) *sqlmock.Rows {
 	rows := sqlmock.NewRows([]string{"name", "collation_name"})
-	for _, col := range []string{"LeaseName", "LeaseNameBytes", "OwnerInstanceId", "AttemptId", "FencingToken", "AcquiredAtUtc", "RenewedAtUtc", "ExpiresAtUtc", "Metadata", "RowVersion"} {
-		collation := requiredColumns[col]
+	for _, col := range slices.Sorted(maps.Keys(required)) {
+		collation := required[col]
 		if c, ok := override[col]; ok {
 			if c == "-" {
 				continue
@@ -154,7 +183,7 @@ func TestEnsureSchema(t *testing.T) {
 	t.Run("creates and checks", func(t *testing.T) {
 		db, mock := newMockDB(t)
 		expectDDL(mock, n, -1, nil)
-		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", "[lease].[Leases]")).WillReturnRows(shapeRows(nil))
+		expectShapes(mock, n, nil, nil)
 		if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
 			t.Fatal(err)
 		}
@@ -164,17 +193,19 @@ func TestEnsureSchema(t *testing.T) {
 	// named ..." (2714, reported with 2759 after CREATE SCHEMA) or 1913 for
 	// the index count as success.
 	races := map[string]error{
-		"schema":   mssql.Error{Number: 2759, All: []mssql.Error{{Number: 2714}, {Number: 2759}}},
-		"sequence": mssql.Error{Number: 2714},
-		"table":    mssql.Error{Number: 1750, All: []mssql.Error{{Number: 2714}, {Number: 1750}}},
-		"upgrade":  mssql.Error{Number: 2705, Message: "Column names in each table must be unique."},
-		"index":    mssql.Error{Number: 1913},
+		"schema":      mssql.Error{Number: 2759, All: []mssql.Error{{Number: 2714}, {Number: 2759}}},
+		"sequence":    mssql.Error{Number: 2714},
+		"table":       mssql.Error{Number: 1750, All: []mssql.Error{{Number: 2714}, {Number: 1750}}},
+		"upgrade":     mssql.Error{Number: 2705, Message: "Column names in each table must be unique."},
+		"index":       mssql.Error{Number: 1913},
+		"queue":       mssql.Error{Number: 1750, All: []mssql.Error{{Number: 2714}, {Number: 1750}}},
+		"queue index": mssql.Error{Number: 1913},
 	}
-	for i, what := range []string{"schema", "sequence", "table", "upgrade", "index"} {
+	for i, what := range []string{"schema", "sequence", "table", "upgrade", "index", "queue", "queue index"} {
 		t.Run("race on "+what, func(t *testing.T) {
 			db, mock := newMockDB(t)
 			expectDDL(mock, n, i, races[what])
-			mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", "[lease].[Leases]")).WillReturnRows(shapeRows(nil))
+			expectShapes(mock, n, nil, nil)
 			if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
 				t.Fatal(err)
 			}
@@ -204,9 +235,29 @@ func TestEnsureSchema(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db, mock := newMockDB(t)
 			expectDDL(mock, n, -1, nil)
-			mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", "[lease].[Leases]")).WillReturnRows(shapeRows(override))
+			mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(shapeRows(requiredColumns, override))
 			if err := EnsureSchema(ctx, db, "lease", "Leases"); !errors.Is(err, ErrSchemaMismatch) {
 				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
+			}
+		})
+	}
+	// The queue table's shape is checked too, after the lease table's: a
+	// table of that name made by something else, or a queue table of an
+	// older shape, is a mismatch naming the queue table.
+	for name, override := range map[string]map[string]string{
+		"queue without turn":              {"TurnStartedAtUtc": "-"},
+		"queue without order":             {"Position": "-"},
+		"case-insensitive queued names":   {"LeaseName": "SQL_Latin1_General_CP1_CI_AS"},
+		"case-insensitive queued owner":   {"OwnerInstanceId": "SQL_Latin1_General_CP1_CI_AS"},
+		"case-insensitive queued attempt": {"AttemptId": "SQL_Latin1_General_CP1_CI_AS"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, mock := newMockDB(t)
+			expectDDL(mock, n, -1, nil)
+			expectShapes(mock, n, nil, override)
+			err := EnsureSchema(ctx, db, "lease", "Leases")
+			if !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "[lease].[Leases_Queue]") {
+				t.Fatalf("err = %v, want ErrSchemaMismatch naming the queue table", err)
 			}
 		})
 	}
@@ -215,11 +266,13 @@ func TestEnsureSchema(t *testing.T) {
 	// sequence (a table) makes CREATE SEQUENCE fail with "already an
 	// object named", which counts as a concurrent creator's success: the
 	// kind check must catch it, naming the object.
-	for name, kinds := range map[string][2]string{
-		"sequence name is a table": {"USER_TABLE", "USER_TABLE"},
-		"sequence name is a view":  {"USER_TABLE", "VIEW"},
-		"table name is a view":     {"VIEW", "SEQUENCE_OBJECT"},
-		"sequence missing":         {"USER_TABLE", ""},
+	for name, kinds := range map[string][3]string{
+		"sequence name is a table": {"USER_TABLE", "USER_TABLE", "USER_TABLE"},
+		"sequence name is a view":  {"USER_TABLE", "VIEW", "USER_TABLE"},
+		"table name is a view":     {"VIEW", "SEQUENCE_OBJECT", "USER_TABLE"},
+		"sequence missing":         {"USER_TABLE", "", "USER_TABLE"},
+		"queue name is a view":     {"USER_TABLE", "SEQUENCE_OBJECT", "VIEW"},
+		"queue name is a sequence": {"USER_TABLE", "SEQUENCE_OBJECT", "SEQUENCE_OBJECT"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			db, mock := newMockDB(t)
@@ -232,7 +285,7 @@ func TestEnsureSchema(t *testing.T) {
 					e.WillReturnResult(sqlmock.NewResult(0, 0))
 				}
 			}
-			expectObjects(mock, n, kinds[0], kinds[1])
+			expectObjects(mock, n, kinds[0], kinds[1], kinds[2])
 			err := EnsureSchema(ctx, db, "lease", "Leases")
 			if !errors.Is(err, ErrSchemaMismatch) {
 				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
@@ -242,6 +295,9 @@ func TestEnsureSchema(t *testing.T) {
 			}
 			if kinds[0] != "USER_TABLE" && !strings.Contains(err.Error(), "[lease].[Leases] is a VIEW, not a table") {
 				t.Errorf("error does not name the table: %v", err)
+			}
+			if kinds[2] != "USER_TABLE" && !strings.Contains(err.Error(), "[lease].[Leases_Queue] is a "+kinds[2]+", not a table") {
+				t.Errorf("error does not name the queue table: %v", err)
 			}
 		})
 	}
@@ -262,8 +318,8 @@ func TestEnsureSchema(t *testing.T) {
 		for _, stmt := range ddlStatements(n) {
 			mock.ExpectExec(stmt).WillReturnResult(sqlmock.NewResult(0, 0))
 		}
-		expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT")
-		mock.ExpectQuery(tableShapeSQL).WillReturnRows(shapeRows(nil))
+		expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT", "USER_TABLE")
+		expectShapes(mock, n, nil, nil)
 		if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
 			t.Fatal(err)
 		}
@@ -284,11 +340,12 @@ func TestEnsureSchema(t *testing.T) {
 	})
 }
 
-// TestEnsureSchemaUpgradesPreviousTable: on a table made by the previous
-// version (no AttemptId), EnsureSchema sends the ALTER TABLE that adds the
-// column with its default, and the shape check then passes. The mock cannot
-// run the IF COL_LENGTH test; the statement's text is checked here and its
-// grammar by TestTSQLGrammar.
+// TestEnsureSchemaUpgradesPreviousTable: on a table made by an earlier
+// version (no AttemptId, no queue table), EnsureSchema sends the ALTER TABLE
+// that adds the column with its default and the CREATE TABLE of the queue
+// and its index, each guarded by a test of what exists, and the shape checks
+// then pass. The mock cannot run the IF tests; the statements' text is
+// checked here and their grammar by TestTSQLGrammar.
 func TestEnsureSchemaUpgradesPreviousTable(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
 	upgrade := "IF COL_LENGTH(N'[lease].[Leases]', N'AttemptId') IS NULL\n    ALTER TABLE [lease].[Leases] ADD AttemptId NVARCHAR(64) COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT [DF_Leases_AttemptId] DEFAULT (N'');"
@@ -299,13 +356,22 @@ func TestEnsureSchemaUpgradesPreviousTable(t *testing.T) {
 	if i := slices.Index(stmts, upgrade); i < 2 || !strings.Contains(stmts[i-1], "CREATE TABLE") {
 		t.Errorf("the upgrade must follow CREATE TABLE (statement %d)", i)
 	}
+	// The queue is a table of its own, so a lease table of any earlier
+	// version gets it from the guarded CREATE TABLE, and its index after it.
+	queue := slices.IndexFunc(stmts, func(s string) bool {
+		return strings.HasPrefix(s, "IF OBJECT_ID(N'[lease].[Leases_Queue]', N'U') IS NULL\n    CREATE TABLE [lease].[Leases_Queue] (")
+	})
+	queueIndex := slices.Index(stmts, "IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'[lease].[Leases_Queue]') AND name = N'IX_Leases_QueueExpires')\n    CREATE NONCLUSTERED INDEX [IX_Leases_QueueExpires] ON [lease].[Leases_Queue] (EntryExpiresAtUtc);")
+	if queue < 0 || queueIndex != queue+1 {
+		t.Errorf("want the queue's guarded CREATE TABLE then its index (statements %d, %d)", queue, queueIndex)
+	}
 	db, mock := newMockDB(t)
 	expectDurability(mock, "DISABLED")
 	for _, stmt := range stmts {
 		mock.ExpectExec(stmt).WillReturnResult(sqlmock.NewResult(0, 0))
 	}
-	expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT")
-	mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(shapeRows(nil))
+	expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT", "USER_TABLE")
+	expectShapes(mock, n, nil, nil)
 	if err := EnsureSchema(context.Background(), db, "lease", "Leases"); err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,10 @@ func forGrammar(sql string) string {
 // backendBatches collects every batch the backend can send, built by the
 // backend's own builders: acquire with and without the sweep, renew, batched
 // renew (one and several requests), release, the replica read, inspect, list
-// and revoke, every
-// EnsureSchema statement and query, and CreateScript (whole, with its GO
+// and revoke (acquire, release and revoke with the waiter queue's
+// statements), every
+// EnsureSchema statement and query (the queue table's creation, which is
+// also its upgrade path, included), and CreateScript (whole, with its GO
 // separators, and for rejected names).
 func backendBatches(t *testing.T) []tsqlBatch {
 	t.Helper()
@@ -107,6 +109,9 @@ func brokenBatches(t *testing.T) []tsqlBatch {
 		{"broken: renew with SET twice", strings.Replace(q.renew, "SET RenewedAtUtc", "SET SET RenewedAtUtc", 1)},
 		{"broken: release with an unclosed identifier", strings.Replace(q.release, n.tableQ, "[lease].[Leases", 1)},
 		{"broken: DDL with a stray keyword", strings.Replace(ddlStatements(n)[2], "NOT NULL,", "NOT NULL NULL WHERE,", 1)},
+		{"broken: queue DDL missing a parenthesis", strings.Replace(ddlStatements(n)[5], "IDENTITY(1, 1)", "IDENTITY(1, 1", 1)},
+		{"broken: hand-on without BY", forGrammar(strings.Replace(q.release, "ORDER BY Position;", "ORDER Position;", 1))},
+		{"broken: enqueue with a stray comma", strings.Replace(forGrammar(q.acquire), "@poll, @now,", "@poll,, @now,", 1)},
 	}
 }
 
