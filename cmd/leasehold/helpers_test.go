@@ -284,6 +284,7 @@ func sqlserverEnv(t *testing.T) *storeEnv {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		for _, stmt := range []string{
+			"DROP TABLE [" + schema + "].[" + sqlserver.DefaultTable + "_Queue]",
 			"DROP TABLE [" + schema + "].[" + sqlserver.DefaultTable + "]",
 			"DROP SEQUENCE [" + schema + "].[" + sqlserver.DefaultTable + "_FencingToken]",
 			"DROP SCHEMA [" + schema + "]",
