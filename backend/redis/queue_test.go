@@ -461,6 +461,29 @@ func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	h = mustAcquire(t, b, "k", "alice", time.Minute)
+	waitFor(t, b, "k", "bob")
+	count("release of a marked holding, no queue", map[string]int{"hmget": 1, "lindex": 1, "del": 1, "publish": 1}, func() {
+		if err := b.Release(ctx, h.release()); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// And what the queue's own paths cost.
+	h = mustAcquire(t, b, "k", "alice", time.Minute)
+	carol := newAttempt()
+	count("first queued refusal", map[string]int{"hmget": 2, "time": 1, "pttl": 1, "hset": 2, "llen": 1, "rpush": 1, "pexpireat": 2}, func() {
+		mustQueue(t, b, "k", "carol", carol, queueReq("", 1))
+	})
+	count("queued poll", map[string]int{"hmget": 2, "time": 1, "pttl": 1, "hset": 1}, func() {
+		mustQueue(t, b, "k", "carol", carol, queueReq("", 2))
+	})
+	count("release handing on", map[string]int{"hmget": 1, "lindex": 1, "hget": 1, "time": 1, "set": 1, "del": 2,
+		"lpop": 1, "hdel": 1, "llen": 1, "hset": 1, "pexpireat": 1}, func() {
+		if err := b.Release(ctx, h.release()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // handOffsOnEveryMaster hands off one name on each master of the cluster

@@ -92,11 +92,19 @@
 	-- new token, expiring after the entry's pickup window, marked w when
 	-- entries remain; a HandOff is published on handoff .. notify (when
 	-- neither is ""). With no live entry the name is free, and the release
-	-- is published on channel (when not ""). Returns 2 (handed on), 1
+	-- is published on channel (when not ""). t is TIME, or nil: then it is
+	-- read only when the queue has entries. Returns 2 (handed on), 1
 	-- (free), or nil and an error reply (the counter is not a token: the
 	-- holding stays).
-	local function hand_on(t, now_ms, channel, name, handoff)
-		local a, e = live_head(now_ms, redis.call('LINDEX', KEYS[3], 0))
+	local function hand_on(t, channel, name, handoff)
+		local a, e
+		local now_ms
+		local first = redis.call('LINDEX', KEYS[3], 0)
+		if first then
+			t = t or redis.call('TIME')
+			now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+			a, e = live_head(now_ms, first)
+		end
 		if not a then
 			redis.call('DEL', KEYS[1])
 			if channel ~= '' then

@@ -22,9 +22,7 @@ end
 do
 	--[[queue.lua]]
 
-	local t = redis.call('TIME')
-	local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
-	local r, err = hand_on(t, now_ms, ARGV[4], ARGV[5], ARGV[6])
+	local r, err = hand_on(nil, ARGV[4], ARGV[5], ARGV[6])
 	if not r then
 		return err
 	end

@@ -14,7 +14,7 @@ local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
 if cur[4] then
 	--[[queue.lua]]
 
-	local r, err = hand_on(t, now_ms, ARGV[2], ARGV[3], ARGV[4])
+	local r, err = hand_on(t, ARGV[2], ARGV[3], ARGV[4])
 	if not r then
 		return err
 	end
