@@ -70,7 +70,7 @@ func TestBatchAnswersQueueCallsAsSingleCalls(t *testing.T) {
 			queueOp("busy", "w1", "w1-1", queueReq("", 1)),
 			queueOp("busy", "w1", "w1-1", queueReq("", 2)), // keeps its place
 			queueOp("busy", "w2", "w2-1", queueReq("", 1)),
-			acquireOp("busy", "poller", "p-1", true), // waits, not queued
+			acquireOp("busy", "poller", "p-1", true),                                       // waits, not queued
 			releaseOp(backend.ReleaseRequest{Key: "busy", Owner: "bob", Attempt: "bob-1"}), // hands on to w1
 			acquireOp("busy", "newcomer", "n-1", false),                                    // refused by w1
 			releaseOp(backend.ReleaseRequest{Key: "busy", Owner: "w2", Attempt: "w2-1"}),   // w2 leaves
