@@ -89,8 +89,8 @@
 	-- hand_on ends the live holding in KEYS[1], which is marked w (a
 	-- release or a revoke), and grants the name to the live head of the
 	-- queue: a new holding of the entry's owner, attempt and metadata, a
-	-- new token, expiring after the entry's pickup window, marked w when
-	-- entries remain; a HandOff is published on handoff .. notify (when
+	-- new token, expiring after the entry's pickup window, marked w; a
+	-- HandOff is published on handoff .. notify (when
 	-- neither is ""). With no live entry the name is free, and the release
 	-- is published on channel (when not ""). t is TIME, or nil: then it is
 	-- read only when the queue has entries. Returns 2 (handed on), 1
@@ -117,11 +117,10 @@
 			return nil, err
 		end
 		redis.call('DEL', KEYS[1])
-		if pop_head(a) then
-			redis.call('HSET', KEYS[1], 'owner', e.owner, 'attempt', a, 'token', token, 'meta', e.meta, 'w', '1')
-		else
-			redis.call('HSET', KEYS[1], 'owner', e.owner, 'attempt', a, 'token', token, 'meta', e.meta)
-		end
+		pop_head(a)
+		-- Marked like the holding it replaces: entries may remain, and the
+		-- waiters that poll without an entry still wait for the name.
+		redis.call('HSET', KEYS[1], 'owner', e.owner, 'attempt', a, 'token', token, 'meta', e.meta, 'w', '1')
 		redis.call('PEXPIREAT', KEYS[1], now_ms + e.pickup)
 		if handoff ~= '' and e.notify ~= '' then
 			redis.call('PUBLISH', handoff .. e.notify,
