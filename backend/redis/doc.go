@@ -102,8 +102,8 @@
 //
 // The queue costs the other paths little: an acquire of a free name reads
 // the queue with one LINDEX, and a release looks at it only when the
-// holding is marked (w), which every refusal that queues and every grant
-// made while the queue has entries sets.
+// holding is marked (w), which every refusal that queues, every hand-off and
+// every grant made while the queue has entries sets.
 //
 // Backend implements backend.HandOffWatcher: WatchHandOffs subscribes to
 // the channel of one address (HandOffChannel), and a release that hands the

@@ -128,6 +128,11 @@ func TestInvalidRequestsTouchNothing(t *testing.T) {
 		{Key: "k", Owner: "o", Attempt: a, TTL: 0},
 		{Key: "k", Owner: "o", Attempt: a, TTL: backend.MaxTTL + 1},
 		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
+		// Queue requests: without Wait, windows out of range, a bad address.
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Queue: backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Second}},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Wait: true, Queue: backend.QueueRequest{Pickup: time.Second}},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second}},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Second, Notify: "a b"}},
 	}
 	for _, r := range acquires {
 		if _, err := b.Acquire(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {
