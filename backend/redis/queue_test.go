@@ -357,28 +357,50 @@ func TestPollersStillHearReleasesAfterAHandOff(t *testing.T) {
 }
 
 // A full queue counts its live entries only: expired ones are purged to make
-// room.
+// room, and a queue purged to nothing starts afresh, expiry included.
 func TestFullQueuePurgesExpiredEntries(t *testing.T) {
 	c := redistest.Client(t)
 	b := newTestBackend(t, c)
-	mustAcquire(t, b, "k", "alice", time.Minute)
-	// Long enough that none expires while the queue fills, under -race.
+	ctx := ctxT(t)
+	// Long enough that none expires while the queues fill, under -race.
 	short := backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Minute}
-	for i := range backend.MaxQueueEntries {
-		q := queueReq("", 1)
-		if i%2 == 0 {
-			q = short
+	for _, k := range []string{"half", "all"} {
+		mustAcquire(t, b, k, "alice", time.Minute)
+		for i := range backend.MaxQueueEntries {
+			q := short
+			if k == "half" && i%2 == 1 {
+				q = queueReq("", 1)
+			}
+			mustQueue(t, b, k, "w", newAttempt(), q)
+			if k == "all" && i == 0 {
+				// An entry that leaves at once, after making the queue's
+				// keys live long: they outlive every entry left.
+				leaver := newAttempt()
+				mustQueue(t, b, k, "leaver", leaver, queueReq("", 1))
+				if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "leaver", Attempt: leaver}); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-		mustQueue(t, b, "k", "w", newAttempt(), q)
 	}
 	late := newAttempt()
-	if g, err := b.Acquire(ctxT(t), queueOp("k", "late", late, queueReq("", 1)).Acquire); err != nil || g.Queued {
+	if g, err := b.Acquire(ctx, queueOp("half", "late", late, queueReq("", 1)).Acquire); err != nil || g.Queued {
 		t.Fatalf("beyond the bound: %+v, %v; want not queued", g, err)
 	}
 	time.Sleep(1100 * time.Millisecond) // let the server's clock pass the short entries' expiry
-	mustQueue(t, b, "k", "late", late, queueReq("", 2))
-	if n := len(queued(t, b, "k")); n != backend.MaxQueueEntries/2+1 {
+	mustQueue(t, b, "half", "late", late, queueReq("", 2))
+	if n := len(queued(t, b, "half")); n != backend.MaxQueueEntries/2+1 {
 		t.Errorf("%d entries after the purge, want %d", n, backend.MaxQueueEntries/2+1)
+	}
+	mustQueue(t, b, "all", "late", late, short)
+	if q := queued(t, b, "all"); len(q) != 1 || q[0] != late {
+		t.Errorf("queue of %d after purging every entry, want the late one alone", len(q))
+	}
+	qk, ek := b.QueueKeys("all")
+	for _, k := range []string{qk, ek} {
+		if pttl := c.PTTL(ctx, k).Val(); pttl <= 0 || pttl > 2*time.Minute {
+			t.Errorf("%s: PTTL %v after the purge, want an expiry", k, pttl)
+		}
 	}
 }
 

@@ -145,7 +145,11 @@ if refusal or head then
 					return 0
 				end
 			end
-			redis.call('RPUSH', KEYS[3], ARGV[2])
+			if redis.call('RPUSH', KEYS[3], ARGV[2]) == 1 then
+				-- The list is new (a purge may have emptied it): it has no
+				-- expiry yet, whatever the bookkeeping says.
+				keys_exp = nil
+			end
 			if not min_exp or e.exp < min_exp then
 				min_exp = e.exp
 			end
