@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,14 @@ func TestAwkwardKeysRoundTripAndNeverCollide(t *testing.T) {
 		t1, t2 := clusterTag(b.LeaseKey(k)), clusterTag(b.TokenKey(k))
 		if t1 == "" || t1 != t2 || t1 != tagEscaper.Replace(k) {
 			t.Fatalf("%q: lease tag %q, token tag %q", k, t1, t2)
+		}
+		q, e := b.QueueKeys(k)
+		all := b.keysOf(k)
+		if want := []string{b.LeaseKey(k), b.TokenKey(k), q, e}; !slices.Equal(all, want) {
+			t.Fatalf("%q: the scripts' keys %q, want %q", k, all, want)
+		}
+		if q != b.cfg.prefix+"{"+t1+"}:queue" || e != b.cfg.prefix+"{"+t1+"}:entries" {
+			t.Fatalf("%q: queue keys %q, %q", k, q, e)
 		}
 	}
 }
