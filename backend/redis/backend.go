@@ -15,17 +15,20 @@ import (
 // ErrClosed is returned (wrapped) by every call made after Close.
 var ErrClosed = errors.New("redis: backend closed")
 
-// Backend is a backend.Backend on Redis. It also implements
-// backend.ReleaseWatcher. It is safe for concurrent use.
+// Backend is a backend.Backend on Redis, with a waiter queue per name. It
+// also implements backend.ReleaseWatcher and backend.HandOffWatcher. It is
+// safe for concurrent use.
 type Backend struct {
 	client goredis.UniversalClient
 	cfg    config
 
 	// The scripts' arguments that follow from the options, made once:
 	// graceArg is the restart grace in milliseconds, channelArg the release
-	// channel ("" when notifications are off).
+	// channel and handOffArg the prefix of the hand-off channels ("" both
+	// when notifications are off).
 	graceArg   any
 	channelArg string
+	handOffArg string
 
 	// closing ends every running WatchReleases when Close is called.
 	closing context.Context
@@ -37,6 +40,7 @@ var (
 	_ backend.Backend        = (*Backend)(nil)
 	_ backend.ReleaseWatcher = (*Backend)(nil)
 	_ backend.Batcher        = (*Backend)(nil)
+	_ backend.HandOffWatcher = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its leases in the Redis deployment behind
@@ -87,6 +91,7 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 	b := &Backend{client: client, cfg: cfg, graceArg: graceMillis(cfg.restartGrace)}
 	if cfg.notify {
 		b.channelArg = b.Channel()
+		b.handOffArg = b.handOffPrefix()
 	}
 	if !cfg.allowEviction {
 		if err := b.checkEviction(ctx); err != nil {
@@ -97,9 +102,10 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 	return b, nil
 }
 
-// Info reports "redis", shared across processes.
+// Info reports "redis", shared across processes, with a waiter queue unless
+// WithWaiterQueue(false) turned it off.
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "redis", ProcessLocal: false}
+	return backend.Info{Name: "redis", ProcessLocal: false, Queue: b.cfg.queue}
 }
 
 // Close ends every running WatchReleases and makes later calls fail with

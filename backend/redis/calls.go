@@ -57,17 +57,26 @@ var (
 	argNoWait any = "0"
 )
 
-// acquireCall is the acquire script for r (scripts/CONTRACT.md).
+// acquireCall is the acquire script for r (scripts/CONTRACT.md). The queue's
+// arguments go only with a request that asks to be queued, which the script
+// tells by their presence.
 func (b *Backend) acquireCall(r backend.AcquireRequest) scriptCall {
-	lease, token := b.keysOf(r.Key)
 	wait := argNoWait
 	if r.Wait && b.cfg.notify {
 		wait = argWait
 	}
+	args := []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, b.graceArg, wait}
+	if q := r.Queue; b.cfg.queue && r.Wait && q.EntryTTL > 0 {
+		notify := q.Notify
+		if !b.cfg.notify {
+			notify = "" // nobody here could receive it
+		}
+		args = append(args, ttlMillis(q.EntryTTL), ttlMillis(q.Pickup), notify, strconv.FormatUint(q.Poll, 10))
+	}
 	return scriptCall{
 		script: acquireScript, name: r.Key, confirm: true,
-		keys: []string{lease, token},
-		args: []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, b.graceArg, wait},
+		keys: b.keysOf(r.Key),
+		args: args,
 	}
 }
 
@@ -88,8 +97,8 @@ func (b *Backend) releaseCall(r backend.ReleaseRequest) scriptCall {
 	}
 	return scriptCall{
 		script: releaseScript, name: r.Key,
-		keys: []string{b.LeaseKey(r.Key)},
-		args: []any{r.Owner, r.Attempt, token, b.channelArg, r.Key},
+		keys: b.keysOf(r.Key),
+		args: []any{r.Owner, r.Attempt, token, b.channelArg, r.Key, b.handOffArg},
 	}
 }
 

@@ -77,7 +77,8 @@ func TestClusterEvictionCheckAndScripts(t *testing.T) {
 // masters, each with a replica: the suite's names hash to slots on every
 // master (checked: each master ran the backend's scripts), hash tags keep
 // each name's keys on one slot, batches are split per master, and pub/sub
-// goes through whichever node the client picks.
+// goes through whichever node the client picks (hand-offs on every master
+// reach one subscription).
 func TestConformanceOnCluster(t *testing.T) {
 	t.Parallel()
 	c := startTestCluster(t)
@@ -88,6 +89,7 @@ func TestConformanceOnCluster(t *testing.T) {
 	}
 	backendtest.Run(t, newBackend)
 	leaseholdtest.Run(t, newBackend)
+	t.Run("HandOffsOnEveryMaster", func(t *testing.T) { handOffsOnEveryMaster(t, c, cc) })
 	after := scriptCalls(ctxT(t), t, c)
 	for addr, n := range after {
 		if n <= before[addr] {

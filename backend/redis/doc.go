@@ -14,12 +14,15 @@
 //
 // For a key K and the prefix P (default "leasehold:"), the backend uses
 //
-//	P{E}:lease   a hash with fields owner, attempt, token, meta (and w, see below); expires with the lease
-//	P{E}:token   the fencing counter of K; never expires
-//	P releases   the pub/sub channel of releases (P + "releases"); messages carry K
+//	P{E}:lease     a hash with fields owner, attempt, token, meta (and w, see below); expires with the lease
+//	P{E}:token     the fencing counter of K; never expires
+//	P{E}:queue     the waiter queue of K: a list of attempts, head first
+//	P{E}:entries   a hash of the queued attempts' entries; both expire after the last entry
+//	P releases     the pub/sub channel of releases (P + "releases"); messages carry K
+//	P handoff:A    the pub/sub channel of the hand-offs to the address A
 //
 // where E is K with "%", "{" and "}" percent-encoded, so that every name maps to
-// its own keys (no two names collide) and both keys of one name share the hash
+// its own keys (no two names collide) and all keys of one name share the hash
 // tag {E}: a script touching them runs on one Redis Cluster slot. What each
 // script takes and returns is written down in scripts/CONTRACT.md.
 //
@@ -78,10 +81,35 @@
 //
 // A refused Acquire with Wait set marks the holding in the way (field w of
 // the lease hash); Release and Revoke publish the key when they end a marked
-// holding, and nothing otherwise, so that a release nobody waits for costs no
-// PUBLISH. Backend implements backend.ReleaseWatcher with a single
+// holding that they hand to nobody, and nothing otherwise, so that a release
+// nobody waits for costs no PUBLISH. Backend implements backend.ReleaseWatcher with a single
 // subscription per watch, so the engine can wake waiters at once. Expiry
 // publishes nothing; waiters also wake at the holder's expiry.
+//
+// # The waiter queue
+//
+// Info says Queue (unless WithWaiterQueue(false)): the backend keeps the
+// FIFO queue of backend/queue.go per name, on the server, in the name's hash
+// tag. A refused waiting Acquire with a QueueRequest puts its attempt at the
+// tail (once; its later polls renew the entry where it stands), and a
+// release of the holding hands the name, in the same script, to the live
+// head: a new holding of that attempt for its pickup window, picked up by
+// its next Acquire (or a Renew with the token of the notice). When the name
+// became free by expiry, the head has the turn for its pickup window,
+// counted from the first acquire that finds it free. A queue holds at most
+// backend.MaxQueueEntries live entries; its keys expire after the last
+// entry's, so the queues of waiters that died vanish by themselves.
+//
+// The queue costs the other paths little: an acquire of a free name reads
+// the queue with one LINDEX, and a release looks at it only when the
+// holding is marked (w), which every refusal that queues, every hand-off and
+// every grant made while the queue has entries sets.
+//
+// Backend implements backend.HandOffWatcher: WatchHandOffs subscribes to
+// the channel of one address (HandOffChannel), and a release that hands the
+// name to an entry with that address publishes the name, owner, attempt,
+// new token and poll number there (pub/sub: at most once; on Cluster,
+// PUBLISH reaches subscribers on every node).
 //
 // # Batches
 //

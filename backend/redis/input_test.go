@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,14 @@ func TestAwkwardKeysRoundTripAndNeverCollide(t *testing.T) {
 		if t1 == "" || t1 != t2 || t1 != tagEscaper.Replace(k) {
 			t.Fatalf("%q: lease tag %q, token tag %q", k, t1, t2)
 		}
+		q, e := b.QueueKeys(k)
+		all := b.keysOf(k)
+		if want := []string{b.LeaseKey(k), b.TokenKey(k), q, e}; !slices.Equal(all, want) {
+			t.Fatalf("%q: the scripts' keys %q, want %q", k, all, want)
+		}
+		if q != b.cfg.prefix+"{"+t1+"}:queue" || e != b.cfg.prefix+"{"+t1+"}:entries" {
+			t.Fatalf("%q: queue keys %q, %q", k, q, e)
+		}
 	}
 }
 
@@ -128,6 +137,11 @@ func TestInvalidRequestsTouchNothing(t *testing.T) {
 		{Key: "k", Owner: "o", Attempt: a, TTL: 0},
 		{Key: "k", Owner: "o", Attempt: a, TTL: backend.MaxTTL + 1},
 		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Metadata: strings.Repeat("m", backend.MaxMetadataBytes+1)},
+		// Queue requests: without Wait, windows out of range, a bad address.
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Queue: backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Second}},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Wait: true, Queue: backend.QueueRequest{Pickup: time.Second}},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second}},
+		{Key: "k", Owner: "o", Attempt: a, TTL: time.Second, Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Second, Pickup: time.Second, Notify: "a b"}},
 	}
 	for _, r := range acquires {
 		if _, err := b.Acquire(ctx, r); !errors.Is(err, backend.ErrInvalidRequest) {

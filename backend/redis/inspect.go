@@ -35,8 +35,8 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 }
 
 // Revoke implements backend.Revoker: it ends the live holding of key (the one
-// with token, or any when token is 0), whoever holds it, and announces it like
-// a release (when a refused attempt waits for it). The fence counter stays, so
+// with token, or any when token is 0), whoever holds it, and hands it to the
+// head of its queue or announces it, as a release does. The fence counter stays, so
 // the token is never issued again and the holder's next renewal is refused.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
@@ -45,8 +45,8 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	if err := b.closed(); err != nil {
 		return backend.Holding{}, false, err
 	}
-	reply, err := revokeScript.Run(ctx, b.client, []string{b.LeaseKey(key)},
-		strconv.FormatUint(token, 10), b.channelArg, key).Result()
+	reply, err := revokeScript.Run(ctx, b.client, b.keysOf(key),
+		strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg).Result()
 	if err != nil {
 		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
 	}

@@ -27,13 +27,41 @@ func (b *Backend) TokenKey(key string) string {
 	return b.cfg.prefix + "{" + tagEscaper.Replace(key) + "}:token"
 }
 
-// keysOf returns LeaseKey(key) and TokenKey(key), escaping key once.
-func (b *Backend) keysOf(key string) (lease, token string) {
-	e := tagEscaper.Replace(key)
-	return b.cfg.prefix + "{" + e + "}:lease", b.cfg.prefix + "{" + e + "}:token"
+// QueueKeys returns the Redis keys of key's waiter queue: the list of the
+// queued attempts, head first, and the hash of their entries
+// (scripts/CONTRACT.md), for inspection with redis-cli.
+func (b *Backend) QueueKeys(key string) (queue, entries string) {
+	k := b.keysOf(key)
+	return k[2], k[3]
+}
+
+// keysOf returns the keys of one name that the acquire, release and revoke
+// scripts take: LeaseKey(key), TokenKey(key) and QueueKeys(key). They are
+// cut from one string, escaping key once: this runs on every call.
+func (b *Backend) keysOf(key string) []string {
+	p, e := b.cfg.prefix, tagEscaper.Replace(key)
+	all := p + "{" + e + "}:lease" + p + "{" + e + "}:token" + p + "{" + e + "}:queue" + p + "{" + e + "}:entries"
+	n := len(p) + len(e) + 3 // "P{E}:"
+	return []string{
+		all[:n+5],
+		all[n+5 : 2*n+10],
+		all[2*n+10 : 3*n+15],
+		all[3*n+15:],
+	}
 }
 
 // Channel returns the pub/sub channel on which releases are announced.
 func (b *Backend) Channel() string {
 	return b.cfg.prefix + "releases"
+}
+
+// HandOffChannel returns the pub/sub channel on which the hand-offs to the
+// address addr are sent (backend.QueueRequest.Notify): the prefix, "handoff:"
+// and addr.
+func (b *Backend) HandOffChannel(addr string) string {
+	return b.handOffPrefix() + addr
+}
+
+func (b *Backend) handOffPrefix() string {
+	return b.cfg.prefix + "handoff:"
 }

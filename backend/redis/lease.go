@@ -9,8 +9,11 @@ import (
 
 // Acquire implements backend.Backend: one acquire script, then, with replica
 // confirmation on, WAIT on the same connection. A grant that is not confirmed
-// is released and reported as not acquired. A refused request with Wait set
-// marks the holding, so that its release is announced (WatchReleases).
+// is released and reported as not acquired (and so handed to the head of the
+// queue, if any; the caller's own entry went with the grant). A refused
+// request with Wait set marks the holding, so that its release is announced
+// (WatchReleases); with a QueueRequest (and the queue on) it also queues the
+// attempt, and Grant.Queued says whether it has an entry.
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -45,9 +48,11 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 }
 
 // Release implements backend.Backend. It ends r.Attempt's holding (the one
-// with r.Token, or whatever its token when r.Token is 0) and, when one ended,
-// a refused attempt waits for it and notifications are on, publishes the key
-// on the release channel.
+// with r.Token, or whatever its token when r.Token is 0) and, when one ended
+// and a refused attempt waits for it, hands the key to the head of its queue
+// (publishing a HandOff to the head's address) or, with nobody queued,
+// publishes the key on the release channel (with notifications on). When
+// no holding matches, it takes r.Attempt out of the queue.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := r.Validate(); err != nil {
 		return err

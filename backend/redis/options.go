@@ -15,6 +15,7 @@ type Option func(*config)
 type config struct {
 	prefix         string
 	notify         bool
+	queue          bool
 	replicas       int
 	confirmTimeout time.Duration
 	restartGrace   time.Duration
@@ -33,6 +34,7 @@ func defaultConfig() config {
 	return config{
 		prefix:    DefaultKeyPrefix,
 		notify:    true,
+		queue:     true,
 		logger:    slog.New(slog.DiscardHandler),
 		watchIdle: 15 * time.Second,
 	}
@@ -51,6 +53,18 @@ func WithKeyPrefix(prefix string) Option {
 // ErrNotificationsDisabled at once, so the engine polls instead.
 func WithReleaseNotifications(on bool) Option {
 	return func(c *config) { c.notify = on }
+}
+
+// WithWaiterQueue turns the waiter queue on or off. Default on: Info says
+// Queue, a refused waiting Acquire with a backend.QueueRequest is queued, and
+// a release hands the name to the head of its queue (backend/queue.go). Off,
+// this backend queues nobody and Info says so, so that the engine's waiters
+// poll; it still honours the queues other backends of the same prefix keep
+// (a release hands on, a free name waits for its head's turn), so that
+// processes configured differently, or upgraded one by one, treat waiters
+// alike.
+func WithWaiterQueue(on bool) Option {
+	return func(c *config) { c.queue = on }
 }
 
 // WithReplicaConfirmation makes every grant and renewal wait (Redis WAIT) until

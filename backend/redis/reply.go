@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
@@ -14,7 +15,7 @@ import (
 var errReply = errors.New("unexpected reply from script")
 
 // parseAcquire reads {1, token, expires_ms} or
-// {0, holder, holder_token, holder_expires_ms, holder_pttl_ms}
+// {0, holder, holder_token, holder_expires_ms, holder_pttl_ms, queued}
 // (scripts/CONTRACT.md).
 func parseAcquire(reply any) (backend.Grant, error) {
 	a, ok := reply.([]any)
@@ -36,14 +37,15 @@ func parseAcquire(reply any) (backend.Grant, error) {
 		}
 		return backend.Grant{Acquired: true, Token: token, ExpiresAt: time.UnixMilli(ms)}, nil
 	}
-	if len(a) != 5 {
+	if len(a) != 6 {
 		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
 	holder, ok := a[1].(string)
 	token, err1 := asUint(a[2])
 	ms, err2 := asInt(a[3])
 	pttl, err3 := asInt(a[4])
-	if !ok || err1 != nil || err2 != nil || err3 != nil || pttl < 0 {
+	queued, err4 := asInt(a[5])
+	if !ok || err1 != nil || err2 != nil || err3 != nil || err4 != nil || pttl < 0 || queued < 0 || queued > 1 {
 		return backend.Grant{}, fmt.Errorf("%w: bad refusal %v", errReply, reply)
 	}
 	return backend.Grant{
@@ -51,6 +53,7 @@ func parseAcquire(reply any) (backend.Grant, error) {
 		HolderToken:     token,
 		HolderExpiresAt: time.UnixMilli(ms),
 		HolderExpiresIn: time.Duration(pttl) * time.Millisecond,
+		Queued:          queued == 1,
 	}, nil
 }
 
@@ -98,4 +101,20 @@ func asUint(v any) (uint64, error) {
 		return strconv.ParseUint(x, 10, 64)
 	}
 	return 0, fmt.Errorf("%w: %T is not an integer", errReply, v)
+}
+
+// parseHandOff reads the message of a hand-off (scripts/CONTRACT.md): the
+// name, the owner, the attempt, the token and the poll number, separated by
+// NUL bytes, which none of them can contain.
+func parseHandOff(msg string) (backend.HandOff, error) {
+	f := strings.Split(msg, "\x00")
+	if len(f) != 5 {
+		return backend.HandOff{}, fmt.Errorf("%w: hand-off message %q", errReply, msg)
+	}
+	token, err1 := strconv.ParseUint(f[3], 10, 64)
+	poll, err2 := strconv.ParseUint(f[4], 10, 64)
+	if err1 != nil || err2 != nil || token == 0 {
+		return backend.HandOff{}, fmt.Errorf("%w: hand-off message %q", errReply, msg)
+	}
+	return backend.HandOff{Key: f[0], Owner: f[1], Attempt: f[2], Token: token, Poll: poll}, nil
 }

@@ -2,8 +2,12 @@ package redis
 
 import (
 	_ "embed"
+	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
 )
 
 // The scripts are the whole server side of the backend: one atomic step per
@@ -23,10 +27,25 @@ var (
 	inspectSrc string
 	//go:embed scripts/revoke.lua
 	revokeSrc string
+	//go:embed scripts/queue.lua
+	queueSrc string
 
-	acquireScript = goredis.NewScript(acquireSrc)
+	acquireScript = goredis.NewScript(withQueue(acquireSrc))
 	renewScript   = goredis.NewScript(renewSrc)
-	releaseScript = goredis.NewScript(releaseSrc)
+	releaseScript = goredis.NewScript(withQueue(releaseSrc))
 	inspectScript = goredis.NewScript(inspectSrc)
-	revokeScript  = goredis.NewScript(revokeSrc)
+	revokeScript  = goredis.NewScript(withQueue(revokeSrc))
 )
+
+// withQueue puts the queue's shared code (queue.lua) where src says
+// --[[queue.lua]], and the queue's bound where it says {{MaxQueueEntries}}:
+// Lua scripts cannot include each other, and one text of each keeps the
+// scripts in step. A script without the marker is a bug: it panics at init.
+func withQueue(src string) string {
+	const include = "\t--[[queue.lua]]\n"
+	if strings.Count(src, include) != 1 {
+		panic("redis: a queue script does not include queue.lua exactly once")
+	}
+	src = strings.Replace(src, include, queueSrc, 1)
+	return strings.ReplaceAll(src, "{{MaxQueueEntries}}", strconv.Itoa(backend.MaxQueueEntries))
+}

@@ -3,14 +3,17 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
 )
 
-// Reconnection backoff of the release watch: quick first, capped so that a
-// long outage costs one attempt every few seconds.
+// Reconnection backoff of the watches: quick first, capped so that a long
+// outage costs one attempt every few seconds.
 const (
 	watchRetryMin = 50 * time.Millisecond
 	watchRetryMax = 2 * time.Second
@@ -24,6 +27,39 @@ const (
 // when ctx ends or the backend is closed, leaving no goroutine behind. With
 // notifications off it returns ErrNotificationsDisabled at once.
 func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error {
+	return b.watch(ctx, "release", b.Channel(), fn, b.cfg.onSubscribed)
+}
+
+// WatchHandOffs implements backend.HandOffWatcher: one subscription to the
+// channel of the address addr (HandOffChannel), calling fn with every
+// hand-off a release or revoke by any process of the same prefix sent there,
+// and ready (when not nil) each time the subscription is confirmed, the first
+// time and after every reconnection. Like WatchReleases it resubscribes by
+// itself (hand-offs sent meanwhile are missed: the waiter's poll picks the
+// grant up), checks an idle connection with PING, and returns nil when ctx
+// ends or the backend is closed. It returns an error wrapping
+// backend.ErrInvalidRequest for an address that QueueRequest.Notify could not
+// be, and ErrNotificationsDisabled with notifications off. A message that is
+// not a hand-off is logged and dropped.
+func (b *Backend) WatchHandOffs(ctx context.Context, addr string, fn func(backend.HandOff), ready func()) error {
+	if !validAddress(addr) {
+		return fmt.Errorf("%w: hand-off address %q is not 1 to %d bytes of printable ASCII without spaces",
+			backend.ErrInvalidRequest, addr, backend.MaxAddressBytes)
+	}
+	return b.watch(ctx, "hand-off", b.HandOffChannel(addr), func(msg string) {
+		h, err := parseHandOff(msg)
+		if err != nil {
+			b.cfg.logger.WarnContext(ctx, "redis: dropped a message on a hand-off channel", "address", addr, "error", err)
+			return
+		}
+		fn(h)
+	}, ready)
+}
+
+// watch subscribes to channel and calls fn with every message until ctx ends
+// or the backend closes, resubscribing after failures; ready is called each
+// time the subscription is confirmed. what names the watch in logs.
+func (b *Backend) watch(ctx context.Context, what, channel string, fn func(string), ready func()) error {
 	if !b.cfg.notify {
 		return ErrNotificationsDisabled
 	}
@@ -37,14 +73,14 @@ func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error 
 
 	retry := watchRetryMin
 	for ctx.Err() == nil {
-		subscribed, err := b.watchOnce(ctx, fn)
+		subscribed, err := b.watchOnce(ctx, channel, fn, ready)
 		if ctx.Err() != nil {
 			break
 		}
 		if subscribed {
 			retry = watchRetryMin
 		}
-		b.cfg.logger.WarnContext(ctx, "redis: release watch interrupted, resubscribing",
+		b.cfg.logger.WarnContext(ctx, "redis: "+what+" watch interrupted, resubscribing",
 			"error", err, "retry_in", retry)
 		t := time.NewTimer(retry)
 		select {
@@ -60,7 +96,7 @@ func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error 
 // watchOnce subscribes and forwards messages until the connection fails or
 // ctx ends. It reports whether the subscription was confirmed, so that a
 // watch that worked for a while starts its backoff afresh.
-func (b *Backend) watchOnce(ctx context.Context, fn func(key string)) (subscribed bool, err error) {
+func (b *Backend) watchOnce(ctx context.Context, channel string, fn func(string), ready func()) (subscribed bool, err error) {
 	ps := b.client.Subscribe(ctx)
 	// A blocked read ignores ctx: closing the subscription is what ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
@@ -69,7 +105,7 @@ func (b *Backend) watchOnce(ctx context.Context, fn func(key string)) (subscribe
 			_ = ps.Close()
 		}
 	}()
-	if err := ps.Subscribe(ctx, b.Channel()); err != nil {
+	if err := ps.Subscribe(ctx, channel); err != nil {
 		return false, err
 	}
 	pinged := false
@@ -95,10 +131,24 @@ func (b *Backend) watchOnce(ctx context.Context, fn func(key string)) (subscribe
 		case *goredis.Subscription:
 			if m.Kind == "subscribe" && !subscribed {
 				subscribed = true
-				if b.cfg.onSubscribed != nil {
-					b.cfg.onSubscribed()
+				if ready != nil {
+					ready()
 				}
 			}
 		}
 	}
+}
+
+// validAddress reports whether addr could be a QueueRequest.Notify other
+// than "": what the hand-offs could be sent to.
+func validAddress(addr string) bool {
+	if addr == "" || len(addr) > backend.MaxAddressBytes {
+		return false
+	}
+	for i := 0; i < len(addr); i++ {
+		if c := addr[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
 }
