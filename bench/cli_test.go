@@ -42,6 +42,12 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-chaos", "cut"}, "-chaos cut"},
 		{[]string{"-backend", "redis", "-procs", "2", "-chaos", "pause", "-inprocess"}, "-chaos pause"},
 		{[]string{"-format", "xml"}, "-format"},
+		{[]string{"-repeat", "0"}, "-repeat"},
+		{[]string{"-backend", "redis", "-procs", "2", "-chaos", "kill", "-inprocess"}, "-chaos kill"},
+		{[]string{"-backend", "redis", "-procs", "1,4", "-chaos", "kill"}, "-procs 1"},
+		{[]string{"-chaos", "kill"}, "-procs 1"},
+		{[]string{"-scale", "10", "-repeat", "2"}, "-repeat"},
+		{[]string{"-replot", "somewhere", "-repeat", "2"}, "-repeat"},
 		{[]string{"-renew", "1s"}, "-renew"},
 		{[]string{"-scale", "10", "-procs", "4"}, "-procs"},
 		{[]string{"-scale", "10", "-chaos", "cut"}, "-chaos"},
@@ -146,17 +152,18 @@ func TestTableFits100Columns(t *testing.T) {
 // hand-off as multiples of leasehold's; leasehold's row is the base.
 func TestVersusCellsDescribeTheirRow(t *testing.T) {
 	rs := testRuns()
+	ss := summarizeRuns(rs)
 	for _, tc := range []struct {
-		r            *runResult
+		s            *summary
 		thr, handoff string
 	}{
-		{rs[0], "base", "base"},
-		{rs[1], "0.50×", "3.00×"}, // half the acquisitions, a hand-off three times as long
-		{rs[2], "2.00×", "0.50×"},
+		{ss[0], "base", "base"},
+		{ss[1], "0.50×", "3.00×"}, // half the acquisitions, a hand-off three times as long
+		{ss[2], "2.00×", "0.50×"},
 	} {
-		thr, handoff := versusCells(rs, tc.r)
+		thr, handoff := versusCells(ss, tc.s)
 		if thr != tc.thr || handoff != tc.handoff {
-			t.Errorf("%s: vs leasehold %s, %s; want %s, %s", tc.r.Lock, thr, handoff, tc.thr, tc.handoff)
+			t.Errorf("%s: vs leasehold %s, %s; want %s, %s", tc.s.Lock, thr, handoff, tc.thr, tc.handoff)
 		}
 	}
 	var out bytes.Buffer

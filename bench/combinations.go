@@ -41,6 +41,10 @@ func checkCombinations(f *cliFlags, set map[string]bool) error {
 			return fmt.Errorf("%w: -chaos cut: only with -backend redis or postgres", errConfig)
 		case a == chaosPause && f.inProcess:
 			return fmt.Errorf("%w: -chaos pause stops a worker process: drop -inprocess", errConfig)
+		case a == chaosKill && f.inProcess:
+			return fmt.Errorf("%w: -chaos kill kills a worker process: drop -inprocess", errConfig)
+		case a == chaosKill && slices.Min(f.procs) < 2:
+			return fmt.Errorf("%w: -chaos kill with -procs %d: the run goes on with the other processes, so it needs -procs 2 or more", errConfig, slices.Min(f.procs))
 		}
 	}
 	return nil

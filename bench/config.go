@@ -52,6 +52,7 @@ type runConfig struct {
 	RecordPath   string // shared record file
 	RestartGrace time.Duration
 	Seed         uint64
+	Rep          int // which repetition of this configuration (-repeat), from 1
 }
 
 // contenders is the number of goroutines competing, over every process.

@@ -6,7 +6,9 @@
 //	go run ./bench                                   # memory backend, one process
 //	go run ./bench -backend redis -procs 8 -goroutines 4 -keys 1
 //	go run ./bench -backend redis -procs 1,2,4,8 -report out/   # sweep, charts
-//	go run ./bench -backend redis -procs 4 -chaos restart,cut,pause
+//	go run ./bench -backend redis -procs 4 -chaos restart,cut,pause,kill
+//	go run ./bench -backend redis -procs 8 -repeat 5 -report out/  # median, min–max
+//	go run ./bench -replot out/                                   # table and charts again
 //
 // The parent process starts the worker processes itself (the same binary,
 // re-executed with -worker), hands each its configuration, starts them
@@ -32,6 +34,55 @@
 // with the smallest and largest share, waiter wake-ups by notification or by
 // poll, backend round trips per acquisition, failures and losses by reason, and
 // the CPU time and peak resident memory of the workers.
+//
+// Fallback wakes are the grants leasehold's engine counts under
+// "leasehold.handoffs" with "leasehold.handoff.via" = "poll": a waiter got
+// the name by its own poll (after an expiry or a lost notice) rather than by
+// a hand-off notice ("notice"). Each worker reads the counter through an
+// OpenTelemetry ManualReader (every other instrument is dropped) and the
+// parent sums them; a peer has none (0), an engine without the counter
+// gives "n/a".
+//
+// # Repetitions, verdicts and charts
+//
+// -repeat N runs each lock at each -procs N times, the locks taking turns.
+// The table shows each configuration's median, then the spread (lowest and
+// highest run); results.json keeps every run (Runs) with the summaries.
+//
+// Below the table, one line per leasehold configuration judges it against
+// the hand-off targets of issue #11 (verdict.go holds them): throughput at
+// least 1.3× the better peer's, hand-off p50 at most 0.25 ms and p99 at most
+// 1 ms, at most 2.5 round trips per grant, Jain at least 0.98 with the
+// smallest share at least 0.8 of the fair one, CPU per grant at most 1.5×
+// the most frugal peer's, and no overlap or fencing refusal. It names each
+// target missed, or says which it could not judge (no peer at that
+// procs×g).
+//
+// -report writes results.json and, with -replot from it again:
+// throughput.png, handoff.png and handoff-p99.png (against the number of
+// contenders, a line per lock through the medians, bars from the lowest to
+// the highest run, the target as a dashed line; each axis fitted to its
+// data, logarithmic only when the values span more than 20×), fairness.png
+// (at the highest contention, each contender's grants ÷ the fair share,
+// sorted from the least served, with the Jain index and smallest share per
+// lock) and safety.png (a table per lock: overlaps, refused fenced writes,
+// fallback wakes).
+//
+// # Chaos
+//
+// -chaos spreads its actions over each run: restart (the bench's own
+// redis-server, killed and started empty), cut (every connection of the
+// contenders), pause (SIGSTOP a process that holds a name, for 1.5×TTL) and
+// kill (SIGKILL a process that waits for the hot name, name 0, and holds
+// none). After a kill the run goes on with the other processes: the killed
+// one's record dies with it, so its holdings are neither checked nor
+// counted and its contenders leave the fairness figures, and the store must
+// get over its pending acquisitions (a queue entry, or a hand-off it will
+// never pick up). The record shows what a process waits for and holds, not
+// a grant on its way back to it: the chaos log says whether another process
+// held a name at the kill (if none did, such a grant may have been lost
+// with the process, and the name stays taken until it expires). kill needs
+// worker processes (-procs 2 or more, no -inprocess).
 //
 // Go benchmarks (testing.B) for per-operation figures live in the _test.go
 // files of this package; run them with go test -bench and compare with

@@ -282,3 +282,85 @@ func TestChaosRedis(t *testing.T) {
 		t.Error("no holding was checked")
 	}
 }
+
+// -repeat runs each configuration that many times: every run is in the
+// records, and the summary takes them together.
+func TestCLIRepeat(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"-inprocess", "-quiet", "-duration", "100ms", "-goroutines", "2", "-repeat", "2", "-format", "json"}
+	if code := run(context.Background(), args, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var j jsonReport
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Runs) != 2 || j.Runs[0].Rep != 1 || j.Runs[1].Rep != 2 {
+		t.Fatalf("%d runs: %+v", len(j.Runs), j.Runs)
+	}
+	if len(j.Summaries) != 1 || j.Summaries[0].Runs != 2 || j.Summaries[0].PerSecond.N != 2 {
+		t.Errorf("summaries %+v", j.Summaries)
+	}
+	if len(j.Verdicts) != 1 || j.Verdicts[0].Line == "" {
+		t.Errorf("verdicts %+v", j.Verdicts)
+	}
+}
+
+// A process that reported nothing (killed by chaos) leaves the fairness
+// measures: its contenders are gone, not starved.
+func TestAnalyseWithoutAKilledProcess(t *testing.T) {
+	cfg := runConfig{Lock: lockLeasehold, Backend: backendRedis, Procs: 3, Goroutines: 2, Keys: 1, Dist: "hot", Hold: time.Millisecond, TTL: time.Second}
+	ms := int64(time.Millisecond)
+	w := func(proc int, ivs ...interval) *workerResult {
+		return &workerResult{Proc: proc, Intervals: ivs, Failures: map[string]uint64{}}
+	}
+	// Processes 0 and 2 reported; contenders 0, 1 (process 0) and 4, 5
+	// (process 2) took turns, one grant each.
+	results := []*workerResult{
+		w(0, interval{Worker: 0, Call: 0, Start: 1 * ms, End: 2 * ms}, interval{Worker: 1, Call: 0, Start: 3 * ms, End: 4 * ms}),
+		w(2, interval{Worker: 4, Call: 0, Start: 5 * ms, End: 6 * ms}, interval{Worker: 5, Call: 0, Start: 7 * ms, End: 8 * ms}),
+	}
+	r := analyse(cfg, results, 0, int64(time.Second))
+	if r.Fairness.Jain != 1 || r.Fairness.MinShare != 1 || len(r.Shares) != 4 {
+		t.Errorf("fairness %+v, shares %v: want 4 contenders, all even", r.Fairness, r.Shares)
+	}
+	if r.Handoffs != nil {
+		t.Errorf("hand-offs %+v although no worker counted them", r.Handoffs)
+	}
+}
+
+// Chaos kill, through the command line: a worker process waiting for the
+// hot name is killed; the run goes on with the others, its absence is no
+// error, and the survivors' holdings are checked.
+func TestChaosKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos kill runs three worker processes for a second and a half")
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"-backend", "redis", "-redis", testRedisAddr(t), "-locks", "leasehold", "-procs", "3", "-goroutines", "1",
+		"-duration", "1500ms", "-ttl", "1s", "-chaos", "kill", "-quiet", "-format", "json"}
+	if code := run(context.Background(), args, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var j jsonReport
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil || len(j.Runs) != 1 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	r := j.Runs[0]
+	if len(r.Chaos) != 1 || !strings.Contains(r.Chaos[0], "kill: process ") {
+		t.Fatalf("chaos log %q", r.Chaos)
+	}
+	t.Logf("%s; %d acquisitions recorded by the survivors, hand-off max %.1f ms", r.Chaos[0], r.Acquisitions, r.HandOff.Max)
+	if len(r.Killed) != 1 {
+		t.Fatalf("killed %v, want one process", r.Killed)
+	}
+	if r.Acquisitions == 0 || r.Safety.HoldingsChecked == 0 {
+		t.Fatalf("%d acquisitions, %d checked", r.Acquisitions, r.Safety.HoldingsChecked)
+	}
+	if len(r.Shares) != 2 {
+		t.Errorf("%d shares, want the 2 surviving contenders'", len(r.Shares))
+	}
+	if r.Safety.Overlaps != 0 || len(r.Errors) != 0 {
+		t.Errorf("overlaps %d, errors %q", r.Safety.Overlaps, r.Errors)
+	}
+}

@@ -15,6 +15,9 @@ import (
 	lhpostgres "github.com/leasehold/leasehold/backend/postgres"
 	lhredis "github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // benchSchema is the PostgreSQL and SQL Server schema of the bench's lease
@@ -32,6 +35,62 @@ type leaseholdLocker struct {
 	st      lockStats
 	sub     *leasehold.Subscription
 	subDone sync.WaitGroup
+	// meters keeps the engine's hand-off counter for the report; reader
+	// reads it at the end of the run.
+	meters *sdkmetric.MeterProvider
+	reader *sdkmetric.ManualReader
+}
+
+// The engine's hand-off counter (issue #11): one count per grant to a
+// waiter, by how the waiter learned of it.
+const (
+	handoffsMetric  = "leasehold.handoffs"
+	handoffsViaAttr = "leasehold.handoff.via"
+	handoffViaNote  = "notice" // a hand-off notice woke the waiter
+	handoffViaPoll  = "poll"   // its own poll: the fallback after an expiry or a lost notice
+)
+
+// onlyHandoffs is the meter provider's view: every instrument but the
+// hand-off counter is dropped, so that the bench measures leasehold with
+// (about) the cost of the no-op provider it has by default, not that of
+// aggregating histograms nobody reads.
+func onlyHandoffs(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+	if i.Name == handoffsMetric {
+		return sdkmetric.Stream{}, false // the default aggregation: a sum
+	}
+	return sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}}, true
+}
+
+// readHandoffs reads the hand-off counter from r: nil when the engine has
+// no such counter (or never counted: a counter without a data point is not
+// collected).
+func readHandoffs(ctx context.Context, r *sdkmetric.ManualReader) (*handoffCounts, error) {
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(ctx, &rm); err != nil {
+		return nil, err
+	}
+	var h *handoffCounts
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != handoffsMetric || !ok {
+				continue
+			}
+			if h == nil {
+				h = &handoffCounts{}
+			}
+			for _, p := range sum.DataPoints {
+				via, _ := p.Attributes.Value(attribute.Key(handoffsViaAttr))
+				switch via.AsString() {
+				case handoffViaNote:
+					h.Notice += uint64(p.Value)
+				case handoffViaPoll:
+					h.Poll += uint64(p.Value)
+				}
+			}
+		}
+	}
+	return h, nil
 }
 
 // newLeaseholdLocker connects to the run's backend and starts a Manager as
@@ -87,7 +146,10 @@ func newLeaseholdLocker(ctx context.Context, c runConfig, proc int) (_ *leasehol
 	l.be = be
 	r := make([]byte, 4)
 	_, _ = rand.Read(r)
-	m, err := leasehold.New(wrapCounting(be, &l.st), leasehold.WithOwner(fmt.Sprintf("bench-p%d-%s", proc, hex.EncodeToString(r))))
+	l.reader = sdkmetric.NewManualReader()
+	l.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(l.reader), sdkmetric.WithView(onlyHandoffs))
+	m, err := leasehold.New(wrapCounting(be, &l.st), leasehold.WithOwner(fmt.Sprintf("bench-p%d-%s", proc, hex.EncodeToString(r))),
+		leasehold.WithMeterProvider(l.meters))
 	if err != nil {
 		return nil, err
 	}
@@ -118,14 +180,21 @@ func (l *leaseholdLocker) acquire(ctx context.Context, name string) (holding, er
 
 func (l *leaseholdLocker) stats() *lockStats { return &l.st }
 
+// close ends the Manager, then reads the hand-off counter: after Close no
+// grant is left to count.
 func (l *leaseholdLocker) close(ctx context.Context) error {
 	err := l.m.Close(ctx)
 	l.subDone.Wait()
+	h, rerr := readHandoffs(ctx, l.reader)
+	l.st.setHandoffs(h)
 	l.closeResources()
-	return err
+	return errors.Join(err, rerr)
 }
 
 func (l *leaseholdLocker) closeResources() {
+	if l.meters != nil {
+		_ = l.meters.Shutdown(context.Background())
+	}
 	if l.be != nil {
 		_ = l.be.Close()
 	}

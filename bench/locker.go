@@ -45,8 +45,26 @@ type lockStats struct {
 	pollWakes     atomic.Uint64 // retries of a waiter woken by its own timer
 	notifications atomic.Uint64 // release notifications received
 
-	mu     sync.Mutex
-	losses map[string]uint64
+	mu       sync.Mutex
+	losses   map[string]uint64
+	handoffs *handoffCounts // nil: not counted (a peer, or an engine without the counter)
+}
+
+// handoffCounts are the engine's grants to waiters by the way the waiter
+// learned of them: its counter "leasehold.handoffs" by the attribute
+// "leasehold.handoff.via".
+type handoffCounts struct {
+	Notice uint64 // a hand-off notice woke the waiter
+	// Poll is the fallback: the waiter's own poll found the name, after an
+	// expiry or a lost notice. The report calls these fallback wakes.
+	Poll uint64
+}
+
+// setHandoffs records the engine's hand-off counts at the end of a run.
+func (s *lockStats) setHandoffs(h *handoffCounts) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handoffs = h
 }
 
 // loss counts one holding lost for reason.
@@ -67,19 +85,25 @@ func (s *lockStats) snapshot() lockCounts {
 	for k, v := range s.losses {
 		l[k] = v
 	}
-	return lockCounts{
+	c := lockCounts{
 		RoundTrips:    s.roundTrips.Load(),
 		NotifyWakes:   s.notifyWakes.Load(),
 		PollWakes:     s.pollWakes.Load(),
 		Notifications: s.notifications.Load(),
 		Losses:        l,
 	}
+	if s.handoffs != nil {
+		h := *s.handoffs
+		c.Handoffs = &h
+	}
+	return c
 }
 
 // lockCounts is a snapshot of lockStats, sent from worker to parent.
 type lockCounts struct {
 	RoundTrips, NotifyWakes, PollWakes, Notifications uint64
 	Losses                                            map[string]uint64
+	Handoffs                                          *handoffCounts // nil: not counted
 }
 
 // add sums o into c.
@@ -88,6 +112,13 @@ func (c *lockCounts) add(o lockCounts) {
 	c.NotifyWakes += o.NotifyWakes
 	c.PollWakes += o.PollWakes
 	c.Notifications += o.Notifications
+	if o.Handoffs != nil {
+		if c.Handoffs == nil {
+			c.Handoffs = &handoffCounts{}
+		}
+		c.Handoffs.Notice += o.Handoffs.Notice
+		c.Handoffs.Poll += o.Handoffs.Poll
+	}
 	for k, v := range o.Losses {
 		if c.Losses == nil {
 			c.Losses = map[string]uint64{}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,7 @@ type cliFlags struct {
 	procs     []int
 	format    string
 	reportDir string
+	repeat    int // runs of each configuration
 	chaos     []string
 	inProcess bool
 	quiet     bool
@@ -90,8 +92,9 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each run")
 	fs.StringVar(&f.format, "format", "table", "output: table, json or csv")
 	fs.StringVar(&f.reportDir, "report", "", "directory for results.json and the charts (none by default)")
-	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server), cut (connections), pause (SIGSTOP a holder for 1.5×TTL)")
-	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause chaos)")
+	fs.IntVar(&f.repeat, "repeat", 1, "run each configuration this many times; the table and charts show the median and the min–max spread")
+	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server), cut (connections), pause (SIGSTOP a holder for 1.5×TTL), kill (SIGKILL a process waiting for the hot name, holding none; the others go on)")
+	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause or kill chaos)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.replot, "replot", "", "run nothing: print the results of a -report directory and draw its charts again, from its results.json")
 	fs.IntVar(&f.scale, "scale", 0, "scale mode: acquire this many leases in one process and keep them alive for -duration (TTL -ttl, default 3s; renewed every -renew), with redislock's one refresh per lock alongside on redis")
@@ -140,14 +143,17 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	}
 	f.chaos = splitList(*chaos)
 	for _, a := range f.chaos {
-		if a != chaosRestart && a != chaosCut && a != chaosPause {
-			return nil, fmt.Errorf("%w: -chaos %q: want restart, cut or pause", errConfig, a)
+		if a != chaosRestart && a != chaosCut && a != chaosPause && a != chaosKill {
+			return nil, fmt.Errorf("%w: -chaos %q: want restart, cut, pause or kill", errConfig, a)
 		}
 	}
 	switch f.format {
 	case "table", "json", "csv":
 	default:
 		return nil, fmt.Errorf("%w: -format %q: want table, json or csv", errConfig, f.format)
+	}
+	if f.repeat < 1 {
+		return nil, fmt.Errorf("%w: -repeat %d: at least 1", errConfig, f.repeat)
 	}
 	if f.scale < 0 {
 		return nil, fmt.Errorf("%w: -scale %d: negative", errConfig, f.scale)
@@ -213,7 +219,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runAll runs every lock at every number of processes, chaos included.
+// runAll runs every lock at every number of processes, -repeat times each,
+// chaos included. The repetitions of one number of processes take turns
+// between the locks (leasehold, peer, leasehold, peer...), so that a change
+// in the machine's load weighs on every lock alike.
 func runAll(ctx context.Context, f *cliFlags, stderr io.Writer) ([]*runResult, error) {
 	o := runOptions{launcher: execLauncher{}}
 	if f.inProcess {
@@ -233,18 +242,20 @@ func runAll(ctx context.Context, f *cliFlags, stderr io.Writer) ([]*runResult, e
 	}
 	var out []*runResult
 	for _, procs := range f.procs {
-		for _, lock := range f.locks {
-			cfg := base
-			cfg.Lock, cfg.Procs = lock, procs
-			cfg.Prefix = fmt.Sprintf("run%d-%s-%d:", time.Now().UnixNano(), lock, procs)
-			cfg.Seed = uint64(time.Now().UnixNano())
-			r, err := runOne(ctx, cfg, o)
-			if err != nil {
-				return nil, fmt.Errorf("%s, %d processes: %w", lock, procs, err)
-			}
-			out = append(out, r)
-			if ctx.Err() != nil {
-				return out, ctx.Err()
+		for rep := 1; rep <= f.repeat; rep++ {
+			for _, lock := range f.locks {
+				cfg := base
+				cfg.Lock, cfg.Procs, cfg.Rep = lock, procs, rep
+				cfg.Prefix = fmt.Sprintf("run%d-%s-%d:", time.Now().UnixNano(), lock, procs)
+				cfg.Seed = uint64(time.Now().UnixNano())
+				r, err := runOne(ctx, cfg, o)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %d processes, run %d: %w", lock, procs, rep, err)
+				}
+				out = append(out, r)
+				if ctx.Err() != nil {
+					return out, ctx.Err()
+				}
 			}
 		}
 	}
@@ -258,6 +269,11 @@ func runAll(ctx context.Context, f *cliFlags, stderr io.Writer) ([]*runResult, e
 // setting its documentation asks for when the server has no persistence.
 func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, func(), error) {
 	plan := &chaosPlan{actions: f.chaos, down: 500 * time.Millisecond}
+	if !slices.Contains(f.chaos, chaosRestart) && !slices.Contains(f.chaos, chaosCut) {
+		// pause and kill act on the workers alone: the backend is the
+		// run's own.
+		return plan, func() {}, nil
+	}
 	var cleanups []func()
 	cleanup := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {

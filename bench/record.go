@@ -11,8 +11,11 @@ import (
 
 // sharedRecord is the record every worker process writes to: a file mapped
 // MAP_SHARED into each process, holding one fencing slot per name, then per
-// process a progress counter and the number of holdings it has now. Slots are updated with atomic instructions,
-// which are coherent across processes on one machine, so no lock is needed.
+// process a progress counter, the number of holdings it has now and the
+// number of its goroutines waiting for the hot name (name 0) now. Slots are
+// updated with atomic instructions, which are coherent across processes on
+// one machine, so no lock is needed. Chaos reads the last two to pick its
+// victim: a holder to pause, a waiter to kill.
 type sharedRecord struct {
 	mem   []byte
 	keys  int
@@ -27,11 +30,15 @@ func createRecord(path string, keys, procs int) error {
 		return fmt.Errorf("shared record: %w", err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(8 * (keys + 2*procs))); err != nil {
+	if err := f.Truncate(int64(8 * recordWords(keys, procs))); err != nil {
 		return fmt.Errorf("shared record: %w", err)
 	}
 	return nil
 }
+
+// recordWords is the size of the record in 64-bit words: a fencing slot per
+// name, then three counters per process (progress, holdings, waiters).
+func recordWords(keys, procs int) int { return keys + 3*procs }
 
 // openRecord maps the record file created by createRecord.
 func openRecord(path string, keys, procs int) (*sharedRecord, error) {
@@ -40,7 +47,7 @@ func openRecord(path string, keys, procs int) (*sharedRecord, error) {
 		return nil, fmt.Errorf("shared record: %w", err)
 	}
 	defer f.Close()
-	mem, err := unix.Mmap(int(f.Fd()), 0, 8*(keys+2*procs), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, 8*recordWords(keys, procs), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("shared record: mmap: %w", err)
 	}
@@ -90,6 +97,31 @@ func (r *sharedRecord) holders() []int {
 	var ps []int
 	for p := range r.procs {
 		if int64(atomic.LoadUint64(r.word(r.keys+r.procs+p))) > 0 {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// hotKey is the name every distribution favours most: the only one of "hot",
+// the first of "zipf". Chaos kill looks for a process waiting for it.
+const hotKey = 0
+
+// waitingNow adds d to the number of goroutines of process proc waiting for
+// the hot name.
+func (r *sharedRecord) waitingNow(proc int, d int64) {
+	atomic.AddUint64(r.word(r.keys+2*r.procs+proc), uint64(d))
+}
+
+// waitersNotHolding lists the processes that have a goroutine waiting for
+// the hot name and hold no name: killing one of them ends pending
+// acquisitions only, never a holding.
+func (r *sharedRecord) waitersNotHolding() []int {
+	var ps []int
+	for p := range r.procs {
+		waiting := int64(atomic.LoadUint64(r.word(r.keys+2*r.procs+p))) > 0
+		holding := int64(atomic.LoadUint64(r.word(r.keys+r.procs+p))) > 0
+		if waiting && !holding {
 			ps = append(ps, p)
 		}
 	}

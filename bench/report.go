@@ -14,10 +14,10 @@ import (
 )
 
 // baseline finds the leasehold run with the same number of processes as r,
-// to compare a peer against.
+// in the same repetition, to compare a peer against.
 func baseline(all []*runResult, r *runResult) *runResult {
 	for _, b := range all {
-		if b.Lock == lockLeasehold && b.Procs == r.Procs && b.Goroutines == r.Goroutines {
+		if b.Lock == lockLeasehold && b.Procs == r.Procs && b.Goroutines == r.Goroutines && b.Rep == r.Rep {
 			return b
 		}
 	}
@@ -35,6 +35,16 @@ func ratios(all []*runResult, r *runResult) (thr, handoff float64, ok bool) {
 	return b.PerSecond / r.PerSecond, r.HandOff.P50 / b.HandOff.P50, true
 }
 
+// baselineSummary finds leasehold's configuration at s's procs×g.
+func baselineSummary(all []*summary, s *summary) *summary {
+	for _, b := range all {
+		if b.Lock == lockLeasehold && b.Procs == s.Procs && b.Goroutines == s.Goroutines {
+			return b
+		}
+	}
+	return nil
+}
+
 func writeResults(w io.Writer, format string, rs []*runResult) error {
 	switch format {
 	case "json":
@@ -47,9 +57,16 @@ func writeResults(w io.Writer, format string, rs []*runResult) error {
 
 // jsonReport is the JSON output and results.json.
 type jsonReport struct {
+	// Runs are every run, each repetition on its own; the rest is derived
+	// from them (-replot reads Runs only).
 	Runs []*runResult
-	// Versus holds each peer's ratios to leasehold at the same contention.
+	// Versus holds each peer's ratios to leasehold at the same contention,
+	// run by run (repetition by repetition).
 	Versus []versus
+	// Summaries are each lock at each procs×g over its repetitions.
+	Summaries []*summary
+	// Verdicts judge leasehold against the hand-off targets of issue #11.
+	Verdicts []verdict
 }
 
 type versus struct {
@@ -60,7 +77,8 @@ type versus struct {
 }
 
 func report(rs []*runResult) jsonReport {
-	j := jsonReport{Runs: rs}
+	ss := summarizeRuns(rs)
+	j := jsonReport{Runs: rs, Summaries: ss, Verdicts: verdicts(ss)}
 	for _, r := range rs {
 		if t, h, ok := ratios(rs, r); ok {
 			j.Versus = append(j.Versus, versus{r.Lock, r.Procs, r.Goroutines, t, h})
@@ -79,7 +97,7 @@ var csvHeader = []string{"lock", "backend", "procs", "goroutines", "keys", "dist
 	"acquisitions", "per_second", "acquire_p50_ms", "acquire_p90_ms", "acquire_p99_ms", "acquire_max_ms",
 	"handoffs", "handoff_p50_ms", "handoff_p99_ms", "queued_handoffs", "queued_handoff_p50_ms", "queued_handoff_p99_ms", "jain", "min_share", "max_share",
 	"wake_notify", "wake_poll", "round_trips_per_acq", "overlaps", "fence_rejections", "failures",
-	"cpu_s", "max_rss_mib", "leasehold_throughput_x", "peer_handoff_x"}
+	"cpu_s", "max_rss_mib", "leasehold_throughput_x", "peer_handoff_x", "rep", "notice_handoffs", "fallback_wakes"}
 
 func writeCSV(w io.Writer, rs []*runResult) error {
 	cw := csv.NewWriter(w)
@@ -91,6 +109,10 @@ func writeCSV(w io.Writer, rs []*runResult) error {
 		if ok {
 			ts, hs = f(t), f(h)
 		}
+		notice, fallback := "", "" // not counted
+		if r.Handoffs != nil {
+			notice, fallback = strconv.FormatUint(r.Handoffs.Notice, 10), strconv.FormatUint(r.Handoffs.Poll, 10)
+		}
 		_ = cw.Write([]string{r.Lock, r.Backend, strconv.Itoa(r.Procs), strconv.Itoa(r.Goroutines), strconv.Itoa(r.Keys), r.Dist,
 			f(r.HoldMs), f(r.ThinkMs), f(r.TTLMs), r.Wait, f(r.Seconds), strconv.Itoa(r.Acquisitions), f(r.PerSecond),
 			f(r.Acquire.P50), f(r.Acquire.P90), f(r.Acquire.P99), f(r.Acquire.Max),
@@ -99,7 +121,7 @@ func writeCSV(w io.Writer, rs []*runResult) error {
 			f(r.Fairness.Jain), f(r.Fairness.MinShare), f(r.Fairness.MaxShare),
 			strconv.FormatUint(r.Wakeups.Notify, 10), strconv.FormatUint(r.Wakeups.Poll, 10), f(r.RoundTripsPerAcq),
 			strconv.Itoa(r.Safety.Overlaps), strconv.Itoa(r.Safety.Rejections), failureString(r.Failures),
-			f(r.CPUSeconds), f(r.MaxRSSMiB), ts, hs})
+			f(r.CPUSeconds), f(r.MaxRSSMiB), ts, hs, strconv.Itoa(r.Rep), notice, fallback})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -131,64 +153,125 @@ func msShort(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-// p50p99 formats a latency summary's median and 99th percentile; "-" when
-// there was none.
-func p50p99(l latency) string {
-	if l.N == 0 {
-		return "-"
-	}
-	return msShort(l.P50) + "/" + msShort(l.P99)
-}
-
-// versusCells are the "vs leasehold" cells of r's row: r's own throughput
-// and median hand-off as multiples of leasehold's at the same procs×g, so
-// that a row describes its own lock ("base" on leasehold's row).
-func versusCells(all []*runResult, r *runResult) (thr, handoff string) {
-	b := baseline(all, r)
+// versusCells are the "vs leasehold" cells of s's row: s's own throughput
+// and median hand-off as multiples of leasehold's at the same procs×g
+// (medians over the runs), so that a row describes its own lock ("base" on
+// leasehold's row).
+func versusCells(all []*summary, s *summary) (thr, handoff string) {
+	b := baselineSummary(all, s)
 	switch {
-	case b == r:
+	case b == s:
 		return "base", "base"
 	case b == nil:
 		return "-", "-"
 	}
 	thr, handoff = "-", "-"
-	if b.PerSecond > 0 {
-		thr = fmt.Sprintf("%.2f×", r.PerSecond/b.PerSecond)
+	if b.PerSecond.Median > 0 {
+		thr = fmt.Sprintf("%.2f×", s.PerSecond.Median/b.PerSecond.Median)
 	}
-	if b.HandOff.N > 0 && r.HandOff.N > 0 && b.HandOff.P50 > 0 {
-		handoff = fmt.Sprintf("%.2f×", r.HandOff.P50/b.HandOff.P50)
+	if b.HandOffP50.N > 0 && s.HandOffP50.N > 0 && b.HandOffP50.Median > 0 {
+		handoff = fmt.Sprintf("%.2f×", s.HandOffP50.Median/b.HandOffP50.Median)
 	}
 	return thr, handoff
 }
 
+// p50p99s formats the medians of a p50 and a p99; "-" when there was none.
+func p50p99s(p50, p99 spread) string {
+	if p50.N == 0 {
+		return "-"
+	}
+	return msShort(p50.Median) + "/" + msShort(p99.Median)
+}
+
+// rangeOf formats a spread as lowest–highest with format.
+func rangeOf(s spread, format string) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, s.Min) + "–" + fmt.Sprintf(format, s.Max)
+}
+
+// msRange formats a spread of milliseconds as lowest–highest.
+func msRange(s spread) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return msShort(s.Min) + "–" + msShort(s.Max)
+}
+
 // writeTable writes the default output: the measures one compares first,
-// under a two-line header, then a legend and the runs' notes.
+// under a two-line header (medians when the runs were repeated, then their
+// spread), a legend, leasehold's verdicts against the hand-off targets, and
+// the runs' notes.
 func writeTable(w io.Writer, rs []*runResult) error {
 	if len(rs) == 0 {
 		return nil
 	}
+	ss := summarizeRuns(rs)
+	runs := maxRuns(ss)
 	r0 := rs[0]
-	fmt.Fprintf(w, "backend %s, %d name(s) %s, hold %gms, think %gms, TTL %gms, wait %s, %.0fs per run\n\n",
-		r0.Backend, r0.Keys, r0.Dist, r0.HoldMs, r0.ThinkMs, r0.TTLMs, r0.Wait, r0.Seconds)
+	writeWrapped(w, fmt.Sprintf("backend %s, %s, hold %gms, think %gms, TTL %gms, wait %s, %.0fs per run",
+		r0.Backend, workload(r0), r0.HoldMs, r0.ThinkMs, r0.TTLMs, r0.Wait, r0.Seconds))
+	if runs > 1 {
+		writeWrapped(w, fmt.Sprintf("Each row: the median of %d runs; their spread follows the table.", runs))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\t\t\tacquire ms\thand-off ms\t\t\tvs\tleasehold\t")
 	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tp50/p99\tp50/p99\tJain\toverlaps\tacq/s\thand-off\t")
-	for _, r := range rs {
-		thr, handoff := versusCells(rs, r)
+	for _, s := range ss {
+		thr, handoff := versusCells(ss, s)
 		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%s\t%s\t%.3f\t%d\t%s\t%s\t\n",
-			r.Lock, r.Procs, r.Goroutines, r.PerSecond, p50p99(r.Acquire), p50p99(r.HandOff),
-			r.Fairness.Jain, r.Safety.Overlaps, thr, handoff)
+			s.Lock, s.Procs, s.Goroutines, s.PerSecond.Median, p50p99s(s.AcquireP50, s.AcquireP99), p50p99s(s.HandOffP50, s.HandOffP99),
+			s.Jain.Median, s.Overlaps, thr, handoff)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if runs > 1 {
+		fmt.Fprintf(w, "\nSpread over the runs (lowest–highest):\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "lock\tprocs×g\truns\tacq/s\thand-off p50 ms\thand-off p99 ms\tJain\t")
+		for _, s := range ss {
+			fmt.Fprintf(tw, "%s\t%d×%d\t%d\t%s\t%s\t%s\t%s\t\n", s.Lock, s.Procs, s.Goroutines, s.Runs,
+				rangeOf(s.PerSecond, "%.0f"), msRange(s.HandOffP50), msRange(s.HandOffP99), rangeOf(s.Jain, "%.3f"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(w)
-	if len(rs) > 1 {
+	if len(ss) > 1 {
 		writeWrapped(w, "vs leasehold: this row's acq/s and median hand-off ÷ leasehold's at the same procs×g.")
 	}
 	writeWrapped(w, "More measures (p90/max, queued hand-offs, wake-ups, round trips, CPU, RSS): -format json|csv")
+	if vs := verdicts(ss); len(vs) > 0 {
+		fmt.Fprintln(w)
+		writeWrapped(w, targetsLine())
+		for _, v := range vs {
+			writeWrapped(w, v.Line)
+		}
+	}
+	var fallback []string
+	for _, s := range ss {
+		if s.Lock != lockLeasehold {
+			continue
+		}
+		n := "n/a"
+		if s.FallbackWakes != nil {
+			n = fmt.Sprint(*s.FallbackWakes)
+		}
+		fallback = append(fallback, fmt.Sprintf("%d×%d %s", s.Procs, s.Goroutines, n))
+	}
+	if len(fallback) > 0 {
+		writeWrapped(w, "leasehold's fallback wakes (grants a waiter took by its own poll, not by a hand-off notice; "+
+			"n/a: not counted by the engine): "+strings.Join(fallback, ", "))
+	}
 	for _, r := range rs {
 		id := fmt.Sprintf("%s %d×%d", r.Lock, r.Procs, r.Goroutines)
+		if runs > 1 {
+			id += fmt.Sprintf(" run %d", r.Rep)
+		}
 		if len(r.Failures) > 0 {
 			writeWrapped(w, id+" failures and losses: "+failureString(r.Failures))
 		}
@@ -197,6 +280,9 @@ func writeTable(w io.Writer, rs []*runResult) error {
 		}
 		for _, c := range r.Chaos {
 			writeWrapped(w, id+" chaos: "+c)
+		}
+		if len(r.Killed) > 0 {
+			writeWrapped(w, fmt.Sprintf("%s: processes %v were killed by chaos; their holdings are neither checked nor counted", id, r.Killed))
 		}
 		if r.Safety.Overlaps > 0 {
 			verdict := "FAILURE"

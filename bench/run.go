@@ -13,13 +13,17 @@ import (
 
 // runResult is the outcome of one run of one lock, as reported.
 type runResult struct {
-	Lock         string
-	Backend      string
-	Procs        int
-	Goroutines   int
-	Contenders   int
-	Keys         int
-	Dist         string
+	Lock       string
+	Backend    string
+	Procs      int
+	Goroutines int
+	Contenders int
+	Keys       int
+	Dist       string
+	ZipfS      float64 `json:",omitempty"`
+	// Rep numbers the repetitions of one configuration (-repeat), from 1;
+	// 0 in records written before -repeat existed.
+	Rep          int `json:",omitempty"`
 	HoldMs       float64
 	ThinkMs      float64
 	TTLMs        float64
@@ -36,7 +40,14 @@ type runResult struct {
 	// waiting since before the previous holder's grant (a queued waiter).
 	WaiterHandOff latency
 	Fairness      fairness
-	Wakeups       struct{ Notify, Poll, Notifications uint64 }
+	// Shares are each contender's grants ÷ the fair share (1 = even), in
+	// contender order; killed processes' contenders are left out.
+	Shares  []float64 `json:",omitempty"`
+	Wakeups struct{ Notify, Poll, Notifications uint64 }
+	// Handoffs are the engine's grants to waiters by notice and by poll
+	// (fallback wakes), summed over the workers; nil when not counted
+	// ("n/a"), zero for a peer, which hands nothing off.
+	Handoffs *handoffCounts `json:",omitempty"`
 	// RoundTripsPerAcq is store calls (acquire, renew, release, and failed
 	// attempts) per successful acquisition.
 	RoundTripsPerAcq float64
@@ -46,6 +57,9 @@ type runResult struct {
 	MaxRSSMiB        float64 // the largest worker's peak
 	Errors           []string
 	Chaos            []string // what chaos did, in order
+	// Killed are the worker processes chaos killed whose records were lost
+	// with them: their holdings are not checked or counted.
+	Killed []int `json:",omitempty"`
 	// Peer is true for another library (its violations are findings, not a
 	// failure of the run).
 	Peer bool
@@ -124,6 +138,7 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 	stopSide := make(chan struct{})
 	sideDone := make(chan struct{})
 	var chaosLog []string
+	killed := &procSet{}
 	go func() {
 		defer close(sideDone)
 		pids := make([]int, len(procs))
@@ -131,7 +146,7 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 			pids[i] = p.pid
 		}
 		if o.chaos != nil {
-			chaosLog = o.chaos.run(stopSide, cfg, rec, pids, start, end)
+			chaosLog = o.chaos.run(stopSide, cfg, rec, pids, killed, start, end)
 		}
 	}()
 	progDone := make(chan struct{})
@@ -141,9 +156,17 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 	}()
 
 	var results []*workerResult
+	var lost []int
 	for i, p := range procs {
 		var m workerMsg
-		if err := p.dec.Decode(&m); err != nil {
+		err := p.dec.Decode(&m)
+		if err != nil && killed.has(i) {
+			// Chaos killed it on purpose (marking it first): the run goes
+			// on without its record.
+			lost = append(lost, i)
+			continue
+		}
+		if err != nil {
 			close(stopSide)
 			<-sideDone
 			<-progDone
@@ -162,6 +185,7 @@ func runOne(ctx context.Context, cfg runConfig, o runOptions) (*runResult, error
 	<-progDone
 	r := analyse(cfg, results, start, end)
 	r.Chaos = chaosLog
+	r.Killed = lost
 	return r, nil
 }
 
@@ -201,14 +225,25 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	d := time.Duration(end - start)
 	r := &runResult{
 		Lock: cfg.Lock, Backend: cfg.Backend, Procs: cfg.Procs, Goroutines: cfg.Goroutines, Contenders: cfg.contenders(),
-		Keys: cfg.Keys, Dist: cfg.Dist, HoldMs: ms(cfg.Hold), ThinkMs: ms(cfg.Think), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
+		Keys: cfg.Keys, Dist: cfg.Dist, ZipfS: zipfS(cfg), Rep: cfg.Rep, HoldMs: ms(cfg.Hold), ThinkMs: ms(cfg.Think), TTLMs: ms(cfg.TTL), Wait: waitString(cfg.Wait),
 		Seconds: d.Seconds(), Failures: map[string]uint64{},
-		Peer: cfg.Lock == lockRedislock || cfg.Lock == lockRedsync || cfg.Lock == lockPGLock,
+		Peer: isPeer(cfg.Lock),
+	}
+	if r.Peer {
+		r.Handoffs = &handoffCounts{} // a peer hands nothing off: no fallback either
 	}
 	var ivs []interval
 	var rejections []fenceRejection
 	var counts lockCounts
+	counted := len(results) > 0 // every worker counted hand-offs
+	// Contenders of the processes that reported: a killed process's are
+	// neither served nor starved, they are gone.
+	live := map[int]bool{}
 	for _, w := range results {
+		for g := range cfg.Goroutines {
+			live[w.Proc*cfg.Goroutines+g] = true
+		}
+		counted = counted && w.Counts.Handoffs != nil
 		ivs = append(ivs, w.Intervals...)
 		rejections = append(rejections, w.Rejections...)
 		counts.add(w.Counts)
@@ -234,15 +269,25 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 		perWorker[iv.Worker]++
 		acq = append(acq, time.Duration(iv.Start-iv.Call))
 	}
+	perLive := make([]float64, 0, len(live))
+	for w, n := range perWorker {
+		if live[w] {
+			perLive = append(perLive, n)
+		}
+	}
 	for i := range perKey {
 		perKey[i] /= d.Seconds()
 	}
 	r.PerKeyPerSecond = perKey
 	r.Acquire = summarise(acq)
-	all, waiters := handOffs(ivs, cfg.contenders())
+	all, waiters := handOffs(ivs, len(live))
 	r.HandOff, r.WaiterHandOff = summarise(all), summarise(waiters)
-	r.Fairness = jain(perWorker)
+	r.Fairness = jain(perLive)
+	r.Shares = shares(perLive)
 	r.Wakeups.Notify, r.Wakeups.Poll, r.Wakeups.Notifications = counts.NotifyWakes, counts.PollWakes, counts.Notifications
+	if counted && !r.Peer {
+		r.Handoffs = counts.Handoffs
+	}
 	if len(ivs) > 0 {
 		r.RoundTripsPerAcq = float64(counts.RoundTrips) / float64(len(ivs))
 	}
@@ -250,6 +295,20 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	slices.Sort(r.Errors)
 	r.Errors = slices.Compact(r.Errors)
 	return r
+}
+
+// isPeer reports whether lock is another library (not leasehold, not the
+// checker's unsafe self-test).
+func isPeer(lock string) bool {
+	return lock == lockRedislock || lock == lockRedsync || lock == lockPGLock
+}
+
+// zipfS is the zipf exponent when the run draws names by zipf, else 0.
+func zipfS(c runConfig) float64 {
+	if c.Dist == "zipf" {
+		return c.ZipfS
+	}
+	return 0
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

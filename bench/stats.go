@@ -57,3 +57,21 @@ func jain(counts []float64) fairness {
 	even := sum / n
 	return fairness{Jain: sum * sum / (n * sq), MinShare: mn / even, MaxShare: mx / even}
 }
+
+// shares are counts relative to an even share (1 = exactly even), in order;
+// nil when nothing was counted.
+func shares(counts []float64) []float64 {
+	var sum float64
+	for _, x := range counts {
+		sum += x
+	}
+	if sum == 0 {
+		return nil
+	}
+	even := sum / float64(len(counts))
+	out := make([]float64, len(counts))
+	for i, x := range counts {
+		out[i] = x / even
+	}
+	return out
+}

@@ -179,7 +179,13 @@ func (w *contender) run(ctx context.Context) {
 	for ctx.Err() == nil && monoNow() < w.end {
 		key := w.pick()
 		call := monoNow()
+		if key == hotKey {
+			w.rec.waitingNow(w.proc, 1)
+		}
 		h, err := w.lk.acquire(ctx, keyName(w.cfg.Prefix, key))
+		if key == hotKey {
+			w.rec.waitingNow(w.proc, -1)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return // the run ended while waiting: not a failure
