@@ -147,8 +147,15 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		}
 		a.state = polling
 		delay := pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresIn)
-		if w.queued && a.cfg.handOffs.Load() {
-			delay = queuedPollDelay(a.cfg.pickup(m.TTL), r.Grant.HolderExpiresIn)
+		if w.queued {
+			// A hand-off lasts its pickup window: a queued waiter polls
+			// within it, and, while notices come, no more often.
+			q := queuedPollDelay(a.cfg.pickup(m.TTL), r.Grant.HolderExpiresIn)
+			if a.cfg.handOffs.Load() {
+				delay = q
+			} else {
+				delay = min(delay, q)
+			}
 		}
 		a.retryT.arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
