@@ -6,8 +6,10 @@
 // engine (package leasehold and its actors) adds everything else: waiting,
 // auto-renewal, local deadlines, loss events. Optional capabilities are extra
 // interfaces in this package (ReleaseWatcher, BatchRenewer, Batcher,
-// Inspector, Lister, Revoker, Immediate); the engine discovers them with a
-// type assertion, so a backend implements only what its store can do well.
+// Inspector, Lister, Revoker, Immediate, HandOffWatcher); the engine
+// discovers them with a type assertion, so a backend implements only what its
+// store can do well. A store that keeps a queue of waiters and hands a
+// released key to the first (queue.go) says so in Info.Queue.
 //
 // A wrapper that embeds a Backend (for metrics, logging, fault injection)
 // hides those capabilities: the engine would lose release notifications and
