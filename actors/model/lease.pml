@@ -30,7 +30,14 @@
  * storeAcquire/storeRenew/storeRelease; newToken is acquire.lua's token. The
  * hand-off design's names (enqueue, handOff, pickup window, the head's turn,
  * leaveWaiting = the clean-up release that leaves the queue) are those of
- * HANDOFF.md.
+ * HANDOFF.md; the engine's side of it (actors/lease_handoff.go,
+ * lease_waiters.go) is queueRequest (the poll numbers), onHandOff (a notice
+ * comes), takeHandOff (the name held from the notice), the pickup renewal
+ * (startRenew of a holding with pickup set) and acq.noticed (noticed); the
+ * store's (backend/queue.go, backend/memory/queue.go) enqueueLocked
+ * (enqueue, which records the poll number), turnLocked (the head's turn,
+ * from the first acquire that finds the name free with that head) and
+ * handOnLocked (handOff, whose notice carries the entry's poll number).
  *
  * The properties (each assertion names its own; model_test.go runs them):
  * (a) a_twoHolders: no two Managers hold the name with their local deadlines
@@ -68,8 +75,12 @@
  * unless a fault pauses it); replicas and failover; a store that loses writes
  * without restarting; writes travelling to the resource (a write is checked
  * at the moment it is made); the engine's own token check (maxToken: the
- * modelled store never breaks its promise, so it never fires). One tick is
- * half the TTL: everything shorter is "within the tick".
+ * modelled store never breaks its promise, so it never fires); HANDOFF: a
+ * notice for an attempt the Manager no longer waits with is dropped (the
+ * engine releases that hand-off; here it lapses after its pickup window, or
+ * the attempt's clean-up release ends it), and a Manager has one notice on
+ * its way at a time (see handOff). One tick is half the TTL (a third with
+ * LH_TTL=3): everything shorter is "within the tick".
  */
 
 #define K 4           /* token units per tick of the store's clock */
