@@ -30,7 +30,14 @@
  * storeAcquire/storeRenew/storeRelease; newToken is acquire.lua's token. The
  * hand-off design's names (enqueue, handOff, pickup window, the head's turn,
  * leaveWaiting = the clean-up release that leaves the queue) are those of
- * HANDOFF.md.
+ * HANDOFF.md; the engine's side of it (actors/lease_handoff.go,
+ * lease_waiters.go) is queueRequest (the poll numbers), onHandOff (a notice
+ * comes), takeHandOff (the name held from the notice), the pickup renewal
+ * (startRenew of a holding with pickup set) and acq.noticed (noticed); the
+ * store's (backend/queue.go, backend/memory/queue.go) enqueueLocked
+ * (enqueue, which records the poll number), turnLocked (the head's turn,
+ * from the first acquire that finds the name free with that head) and
+ * handOnLocked (handOff, whose notice carries the entry's poll number).
  *
  * The properties (each assertion names its own; model_test.go runs them):
  * (a) a_twoHolders: no two Managers hold the name with their local deadlines
@@ -68,20 +75,22 @@
  * unless a fault pauses it); replicas and failover; a store that loses writes
  * without restarting; writes travelling to the resource (a write is checked
  * at the moment it is made); the engine's own token check (maxToken: the
- * modelled store never breaks its promise, so it never fires). One tick is
- * half the TTL: everything shorter is "within the tick".
+ * modelled store never breaks its promise, so it never fires); HANDOFF: a
+ * notice for an attempt the Manager no longer waits with is dropped (the
+ * engine releases that hand-off; here it lapses after its pickup window, or
+ * the attempt's clean-up release ends it), and a Manager has one notice on
+ * its way at a time (see handOff). One tick is half the TTL (a third with
+ * LH_TTL=3): everything shorter is "within the tick".
  */
 
-#ifndef TTL
-#define TTL 2         /* the one (and so the longest) TTL, in ticks */
-#endif
-#define PICKUP 1      /* the hand-off's pickup window, in ticks */
-#define QTTL TTL      /* a queue entry's expiry, renewed by its waiter's polls */
 #define K 4           /* token units per tick of the store's clock */
 #define NSLOT 2       /* requests of one Manager that can be in the network */
 #define QCAP 3        /* waiter queue capacity (a full queue enqueues nothing) */
 
 /* ---- the configuration (hidden: constant after the first step) */
+hidden byte TTL;        /* the one (and so the longest) TTL, in ticks: 2 or 3 */
+hidden byte PICKUP;     /* HANDOFF: the pickup window, in ticks, below TTL */
+hidden byte QTTL;       /* HANDOFF: a queue entry's expiry, renewed by its waiter's polls */
 hidden byte NMGR;       /* Managers: 2 or 3 */
 hidden byte TMAX;       /* the clock stops after TMAX ticks (0: it runs for ever) */
 hidden byte MAXATT;     /* acquire attempts per Manager */
@@ -92,7 +101,7 @@ hidden byte CLOSE;      /* the last Manager may be closed (Manager.Close) */
 hidden byte HANDOFF;    /* the store has the waiter queue of HANDOFF.md */
 hidden byte DEAD;       /* M2 may die while it waits (a dead contender) */
 hidden byte LIVE;       /* the liveness configuration (see the roles below) */
-hidden byte V;          /* the broken variant (bits), 0 for the design */
+hidden int V;           /* the broken variant (bits), 0 for the design */
 
 /* The broken variants, each breaking one decision of the design. */
 #define vNOMARGIN    ((V & 1) != 0)   /* safetyMargin = 0 */
@@ -103,13 +112,17 @@ hidden byte V;          /* the broken variant (bits), 0 for the design */
 #define vNOPICKUP    ((V & 32) != 0)  /* a handed-off grant lasts a TTL, not the pickup window */
 #define vASWRITTEN   ((V & 64) != 0)  /* HANDOFF as first written: the head's turn after an expiry lasts as long as its entry */
 #define vCLOCKLESS   ((V & 128) != 0) /* tokens from the counter only (no clock part) */
+#define vNOTICEARRIVAL ((V & 256) != 0) /* a hand-off taken from its notice: the local deadline from the notice's arrival */
+#define vANYPOLL     ((V & 512) != 0) /* a hand-off taken from its notice whatever poll number it carries */
 
 c_decl {
 	static int lhcfg(const char *k, int d) { const char *v = getenv(k); return v && *v ? atoi(v) : d; }
 }
 
-/* safetyMargin(TTL) */
-#define MARGIN (vNOMARGIN -> 0 : 1)
+/* safetyMargin(TTL), and of the pickup window (safetyMargin(pickup)): the
+   drift it covers, in ticks. (The engine's is a tenth of the window; in ticks
+   of half a TTL, no margin is shorter than the drift it is there for.) */
+#define MARGIN (vNOMARGIN -> 0 : DRIFT)
 
 /* ---- time */
 byte now;             /* ticks so far, when TMAX bounds them (else 0) */
@@ -128,11 +141,14 @@ unsigned sGrace : 2;  /* store ticks of restart grace left */
 unsigned restarts : 2;
 typedef Entry {
 	unsigned att : 3;     /* a waiting attempt */
-	unsigned left : 2     /* store ticks until the entry expires */
+	unsigned left : 2;    /* store ticks until the entry expires */
+	bit cur               /* its poll number (the latest acquire of the attempt the
+	                         store processed) is its Manager's latest (see queueRequest) */
 };
 Entry q[QCAP];        /* HANDOFF: the waiter queue, head first */
 unsigned qLen : 2;
-unsigned sFree : 2;   /* HANDOFF: store ticks since the name became free (saturates at PICKUP) */
+unsigned sTurnOf : 3; /* HANDOFF: the head whose turn began (turnOf), 0: none */
+unsigned sTurn : 2;   /* store ticks since that turn began (saturates at PICKUP) */
 
 #define mgrOf(a) (((a) - 1) / MAXATT)   /* attempt ids are per Manager (instance.n) */
 #define live (sAtt != 0)
@@ -148,7 +164,7 @@ bit acquired1;        /* LIVE: M1 has held the name */
 hidden byte a_twoHolders, b_staleHolder, c_tokensIncrease, d_unownedLonger, e_deadContenderDelays;
 
 /* scratch (hidden: always written before it is read within one step) */
-hidden byte s_, i_, a_, b_, t_, r_, rt_;
+hidden byte s_, i_, a_, b_, c_, t_, r_, rt_, rq_, qd_, d_;
 
 /* ---- the network: per Manager, NSLOT requests in flight or answered */
 #define FREE 0
@@ -168,6 +184,8 @@ typedef Slot {
 	byte tok;
 	unsigned res : 2;     /* the store's answer */
 	byte rtok;            /* the token in it */
+	bit cur;              /* HANDOFF, an acquire: its poll number is its Manager's latest */
+	bit queued            /* HANDOFF, a refusal: the attempt has a queue entry (Grant.Queued) */
 };
 Slot net[6];
 unsigned faults : 3;
@@ -196,7 +214,16 @@ typedef Mgr {
 	bit unconf;           /* relAtt is unconfirmed (in a.unconfirmed) */
 	bit closing;          /* Close was called (a.shutdown) */
 	bit dead;             /* the Manager died (a dead contender) */
-	bit notice            /* HANDOFF: a hand-off's notice on its way to it */
+	/* HANDOFF (lease_handoff.go) */
+	bit pickup;           /* cur.pickup: a hand-off held from its notice, to renew to the TTL */
+	bit noticed;          /* acq.noticed: a notice came while the acquire was in flight */
+	bit queued;           /* w.queued: the last refusal said the attempt is queued */
+	unsigned pollAge : 2; /* ticks since the latest poll was sent (w.pollSent; saturates
+	                         where a notice can no longer be taken) */
+	bit notice;           /* a hand-off's notice (HandOff) on its way to it, carrying: */
+	unsigned nAtt : 3;    /*   the attempt */
+	byte nTok;            /*   the new holding's token */
+	bit nCur              /*   its Poll is the Manager's latest poll number */
 };
 Mgr mg[3];
 /* M0 and M1 are configured with the same owner, M2 with another */
@@ -241,6 +268,11 @@ inline newToken() {
 	lastTok = t_; sCounter = t_
 }
 
+/* clearNotice: the notice to Manager m is read (or lost). */
+inline clearNotice(m) {
+	mg[m].notice = false; mg[m].nAtt = 0; mg[m].nTok = 0; mg[m].nCur = false
+}
+
 /* grant makes a new holding for attempt a that lasts n store ticks. */
 inline grant(a, n) {
 	newToken();
@@ -254,10 +286,10 @@ inline dequeue(a) {
 	:: i_ < qLen && q[i_].att != a -> i_++
 	:: i_ < qLen && q[i_].att == a ->
 		do
-		:: i_ + 1 < qLen -> q[i_].att = q[i_ + 1].att; q[i_].left = q[i_ + 1].left; i_++
+		:: i_ + 1 < qLen -> q[i_].att = q[i_ + 1].att; q[i_].left = q[i_ + 1].left; q[i_].cur = q[i_ + 1].cur; i_++
 		:: else -> break
 		od;
-		qLen--; q[qLen].att = 0; q[qLen].left = 0;
+		qLen--; q[qLen].att = 0; q[qLen].left = 0; q[qLen].cur = 0;
 		break
 	:: i_ >= qLen -> break
 	od
@@ -273,18 +305,31 @@ inline dropExpired() {
 	od
 }
 
-/* enqueue: a refused attempt whose caller waits joins the queue once; an
-   attempt already queued keeps its place, and its entry is renewed. */
-inline enqueue(a) {
+/* enqueue (enqueueLocked): a refused attempt whose caller waits joins the
+   queue once; an attempt already queued keeps its place, and its entry is
+   renewed. Either way the entry records the poll number of this acquire (c:
+   whether it is its Manager's latest), even one lower than it had: a late
+   copy of an earlier poll. qd_: the attempt has an entry (Grant.Queued). */
+inline enqueue(a, c) {
+	qd_ = false;
 	if
 	:: HANDOFF ->
 		i_ = 0;
 		do
 		:: i_ < qLen && q[i_].att != a -> i_++
-		:: i_ < qLen && q[i_].att == a -> q[i_].left = QTTL; break
-		:: i_ >= qLen && qLen < QCAP -> q[qLen].att = a; q[qLen].left = QTTL; qLen++; break
-		:: i_ >= qLen && qLen >= QCAP -> break
-		od
+		:: i_ < qLen && q[i_].att == a -> q[i_].left = QTTL; q[i_].cur = c; qd_ = true; break
+		:: i_ >= qLen -> break
+		od;
+		if
+		:: !qd_ ->
+			/* a new entry: the expired ones make room first */
+			dropExpired();
+			if
+			:: qLen < QCAP -> q[qLen].att = a; q[qLen].left = QTTL; q[qLen].cur = c; qLen++; qd_ = true
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi
 	:: else -> skip
 	fi
 }
@@ -295,17 +340,33 @@ inline enqueue(a) {
    others at most the pickup window. */
 #define deadDelay(m, d, ago) (!mg[m].dead && mg[d].dead && (ago) >= PICKUP)
 
-/* handOff: HANDOFF, in the releasing step: the head live entry gets the name
-   for the pickup window, and only its Manager is told. */
+/* handOff (handOnLocked): HANDOFF, in the releasing step: the head live
+   entry gets the name for the pickup window, and only its Manager is told:
+   the notice names the attempt and the new token, and carries the poll number
+   the entry recorded (b_: whether it is the Manager's latest).
+   A notice is sent at most once and may be lost. A Manager reads one notice
+   at a time: when a second one comes while the first is still on its way
+   (the first hand-off lapsed unread), one of the two is lost, either one.
+   That leaves out only both arriving; the Manager's answer to the first of
+   them (take it, wake, ignore it) makes it ignore the second, or the second is
+   stale, or (in state acquiring) it only hastens a poll. */
 inline handOff() {
 	dropExpired();
 	if
 	:: HANDOFF && qLen > 0 ->
-		a_ = q[0].att; dequeue(a_);
-		grant(a_, (vNOPICKUP -> TTL : PICKUP)); sPick = true;
-		mg[mgrOf(sAtt)].notice = true;
-		trace("store: hand-off to M%d attempt %d token %d, %d ticks to pick it up\n", mgrOf(sAtt), sAtt, sTok, sLeft)
-	:: else -> sFree = 0
+		a_ = q[0].att; b_ = q[0].cur; dequeue(a_);
+		d_ = (vNOPICKUP -> TTL : PICKUP); grant(a_, d_); sPick = true;
+		sTurnOf = 0; sTurn = 0;
+		i_ = mgrOf(sAtt);
+		trace("store: hand-off to M%d attempt %d token %d, %d ticks to pick it up (latest poll: %d)\n", i_, sAtt, sTok, sLeft, b_);
+		if
+		:: mg[i_].dead -> skip /* nobody reads it */
+		:: !mg[i_].dead && (!mg[i_].notice || LIVE) ->
+			mg[i_].notice = true; mg[i_].nAtt = sAtt; mg[i_].nTok = sTok; mg[i_].nCur = b_
+		:: !mg[i_].dead && mg[i_].notice && !LIVE ->
+			trace("net: the notice to M%d lost (another is on its way)\n", i_)
+		fi
+	:: else -> skip
 	fi
 }
 
@@ -319,22 +380,30 @@ inline storeAcquire(m, s) {
 		net[s].res = R_OK; net[s].rtok = sTok;
 		trace("store: acquire M%d attempt %d refreshes token %d\n", m, a_, sTok)
 	:: live && !(sAtt == a_ || (vSAMEOWNER && owner(mgrOf(sAtt)) == owner(m))) ->
-		net[s].res = R_BUSY; enqueue(a_);
+		net[s].res = R_BUSY; c_ = net[s].cur; enqueue(a_, c_); net[s].queued = qd_;
 		trace("store: acquire M%d attempt %d refused (token %d holds)\n", m, a_, sTok);
 		assert(e_deadContenderDelays || !(sPick && deadDelay(m, mgrOf(sAtt), (vNOPICKUP -> TTL : PICKUP) - sLeft)))
 	:: !live && sGrace > 0 && !vNOGRACE ->
 		/* restart grace: no record of the name, too soon after the restart */
-		net[s].res = R_BUSY; enqueue(a_);
+		net[s].res = R_BUSY; c_ = net[s].cur; enqueue(a_, c_); net[s].queued = qd_;
 		trace("store: acquire M%d attempt %d refused (restart grace)\n", m, a_)
 	:: !live && (sGrace == 0 || vNOGRACE) ->
 		dropExpired();
+		/* turnLocked: the head's turn begins when an acquire first finds the
+		   name free with that head (the store records when, and whose) */
 		if
-		:: HANDOFF && qLen > 0 && q[0].att != a_ && (sFree < PICKUP || vASWRITTEN) ->
+		:: HANDOFF && qLen > 0 && q[0].att != a_ && sTurnOf != q[0].att ->
+			sTurnOf = q[0].att; sTurn = 0;
+			trace("store: attempt %d's turn begins\n", sTurnOf)
+		:: else -> skip
+		fi;
+		if
+		:: HANDOFF && qLen > 0 && q[0].att != a_ && (sTurn < PICKUP || vASWRITTEN) ->
 			/* the head's turn: keep the arrival order */
 			net[s].res = R_BUSY;
 			trace("store: acquire M%d attempt %d refused (attempt %d's turn)\n", m, a_, q[0].att);
-			assert(e_deadContenderDelays || !deadDelay(m, mgrOf(q[0].att), sFree));
-			enqueue(a_)
+			assert(e_deadContenderDelays || !deadDelay(m, mgrOf(q[0].att), sTurn));
+			c_ = net[s].cur; enqueue(a_, c_); net[s].queued = qd_
 		:: else ->
 			if
 			:: HANDOFF && qLen > 0 && q[0].att != a_ ->
@@ -342,7 +411,7 @@ inline storeAcquire(m, s) {
 				b_ = q[0].att; dequeue(b_)
 			:: else -> skip
 			fi;
-			dequeue(a_);
+			dequeue(a_); sTurnOf = 0; sTurn = 0;
 			grant(a_, TTL);
 			net[s].res = R_OK; net[s].rtok = sTok;
 			trace("store: acquire M%d attempt %d granted token %d\n", m, a_, sTok)
@@ -393,14 +462,14 @@ inline restart() {
 	   overlap, not the tokens */
 	if :: vNOGRACE -> sBase = lastTok + 1 :: else -> skip fi;
 	qLen = 0; q[0].att = 0; q[1].att = 0; q[2].att = 0; q[0].left = 0; q[1].left = 0; q[2].left = 0;
-	sFree = 0;
+	q[0].cur = 0; q[1].cur = 0; q[2].cur = 0;
+	sTurnOf = 0; sTurn = 0;
 	sGrace = (vNOGRACE -> 0 : TTL);
 	trace("store: RESTART without data\n")
 }
 
-/* storeTick: one tick of the store's clock: the holding, the grace and the
-   queue entries run down; an expiry frees the name (and starts the head's
-   turn). */
+/* storeTick: one tick of the store's clock: the holding, the grace, the
+   head's turn and the queue entries run down; an expiry frees the name. */
 inline storeTick() {
 	if :: sSince < TTL -> sSince++ :: else -> skip fi;
 	sclockT++;
@@ -408,9 +477,10 @@ inline storeTick() {
 	:: sLeft > 1 -> sLeft--
 	:: sLeft == 1 ->
 		trace("store: token %d expires\n", sTok);
-		sAtt = 0; sTok = 0; sLeft = 0; sPick = false; sFree = 0
-	:: else -> if :: sFree < PICKUP -> sFree++ :: else -> skip fi
+		sAtt = 0; sTok = 0; sLeft = 0; sPick = false
+	:: else -> skip
 	fi;
+	if :: sTurnOf != 0 && sTurn < PICKUP -> sTurn++ :: else -> skip fi;
 	if :: sGrace > 0 -> sGrace-- :: else -> skip fi;
 	if :: q[0].left > 0 -> q[0].left-- :: else -> skip fi;
 	if :: q[1].left > 0 -> q[1].left-- :: else -> skip fi;
@@ -437,7 +507,12 @@ inline managerTick(m) {
 	:: else -> skip
 	fi;
 	mg[m].renewDue = (mg[m].phase == HELD);
-	mg[m].pollDue = (LIVE && mg[m].phase == POLL)
+	mg[m].pollDue = (LIVE && mg[m].phase == POLL);
+	/* w.pollSent, counted up to where a notice can no longer be taken */
+	if
+	:: HANDOFF && (mg[m].phase == ACQ || mg[m].phase == POLL) && mg[m].pollAge < PICKUP - MARGIN -> mg[m].pollAge++
+	:: else -> skip
+	fi
 }
 
 /* tick: the clock advances one tick; (d) is counted here. */
@@ -457,7 +532,7 @@ inline tick() {
 /* quiet (LIVE): nothing is due within the tick: no message on its way, no
    answer or notice unread, no deadline or poll due. A tick while something is
    due is a pause (a Manager or the network slow for a tick): a fault. */
-#define dueM(m) (!mg[m].dead && ((mg[m].phase == HELD && mg[m].dl == 0) || (mg[m].phase == POLL && (mg[m].pollDue || mg[m].notice))))
+#define dueM(m) (!mg[m].dead && ((mg[m].phase == HELD && mg[m].dl == 0) || (mg[m].phase == POLL && mg[m].pollDue) || mg[m].notice))
 #define quiet (net[0].stage == FREE && net[1].stage == FREE && net[2].stage == FREE && \
 	net[3].stage == FREE && net[4].stage == FREE && net[5].stage == FREE && \
 	!dueM(0) && !dueM(1) && !dueM(2))
@@ -465,7 +540,7 @@ inline tick() {
 /* freeSlot forgets everything about slot sl (no stale state). */
 inline freeSlot(sl) {
 	net[sl].stage = FREE; net[sl].kind = 0; net[sl].awaited = false; net[sl].att = 0;
-	net[sl].tok = 0; net[sl].res = 0; net[sl].rtok = 0
+	net[sl].tok = 0; net[sl].res = 0; net[sl].rtok = 0; net[sl].cur = false; net[sl].queued = false
 }
 
 inline deliver(sl) {
@@ -477,7 +552,7 @@ inline deliver(sl) {
 	/* an answer nobody awaits any more is dropped on arrival; an answer
 	   keeps only what it says */
 	if
-	:: net[sl].awaited -> net[sl].stage = REP; net[sl].kind = 0; net[sl].att = 0; net[sl].tok = 0
+	:: net[sl].awaited -> net[sl].stage = REP; net[sl].kind = 0; net[sl].att = 0; net[sl].tok = 0; net[sl].cur = false
 	:: else -> freeSlot(sl)
 	fi
 }
@@ -485,6 +560,7 @@ inline deliver(sl) {
 active proctype Env() {
 	/* readConfig: the configuration, from the environment (model_test.go) */
 	c_code {
+		TTL = lhcfg("LH_TTL", 2); PICKUP = lhcfg("LH_PICKUP", 1); QTTL = lhcfg("LH_QTTL", 3);
 		NMGR = lhcfg("LH_NM", 3); TMAX = lhcfg("LH_TMAX", 0); MAXATT = lhcfg("LH_MAXATT", 2);
 		MAXFAULT = lhcfg("LH_MAXFAULT", 2); MAXRESTART = lhcfg("LH_MAXRESTART", 1);
 		DRIFT = lhcfg("LH_DRIFT", 1); CLOSE = lhcfg("LH_CLOSE", 1); HANDOFF = lhcfg("LH_HANDOFF", 0);
@@ -492,6 +568,7 @@ active proctype Env() {
 	};
 	assert(!(LIVE && MAXRESTART > 0)); /* LIVE keeps no restart */
 	assert(NMGR * MAXATT <= 7 && MAXFAULT <= 7); /* the widths of att and faults */
+	assert(TTL >= 2 && TTL <= 3 && PICKUP >= 1 && PICKUP < TTL && QTTL > PICKUP && QTTL <= 3); /* the widths of the timers */
 	atomic {
 		run Manager(0); run Manager(1);
 		if :: NMGR > 2 -> run Manager(2) :: else -> skip fi
@@ -543,7 +620,7 @@ end:	do
 		:: mg[1].notice -> i_ = 1
 		:: mg[2].notice -> i_ = 2
 		fi;
-		faults++; mg[i_].notice = false; trace("net: the notice to M%d lost\n", i_) }
+		faults++; clearNotice(i_); trace("net: the notice to M%d lost\n", i_) }
 	od
 }
 
@@ -573,13 +650,41 @@ inline send(m, k, a, t) {
 	fi;
 	assert(net[s_].stage == FREE);
 	net[s_].stage = REQ; net[s_].kind = k; net[s_].awaited = true;
-	net[s_].att = a; net[s_].tok = t; net[s_].res = 0; net[s_].rtok = 0
+	net[s_].att = a; net[s_].tok = t; net[s_].res = 0; net[s_].rtok = 0;
+	/* an acquire carries the latest poll number (see queueRequest) */
+	net[s_].cur = (HANDOFF && k == ACQUIRE); net[s_].queued = false
 }
 
-/* forget clears the attempt and holding (the model keeps no stale state). */
+/* forget clears the attempt and holding (the model keeps no stale state).
+   A notice still on its way for the attempt is dropped with it: the Manager
+   would find that nobody here waits with its attempt, and the attempt's
+   clean-up release (or the pickup window) ends the hand-off. */
 inline forget(m) {
 	mg[m].att = 0; mg[m].tok = 0; mg[m].dl = 0; mg[m].age = 0;
-	mg[m].renewing = false; mg[m].renewDue = false; mg[m].pollDue = false; mg[m].notice = false
+	mg[m].renewing = false; mg[m].renewDue = false; mg[m].pollDue = false;
+	mg[m].pickup = false; mg[m].noticed = false; mg[m].queued = false; mg[m].pollAge = 0;
+	clearNotice(m)
+}
+
+/* queueRequest: HANDOFF, the poll number of the acquire about to be sent:
+   one more than the last of the attempt (w.polls). The numbers are kept
+   relative to the Manager's latest, which is all it compares them with (a
+   notice's Poll against w.polls): a number in the system (an acquire on its
+   way, a queue entry, a notice) is the latest (cur) or earlier. A new number
+   makes every earlier one of the Manager earlier; one of an attempt it no
+   longer waits with is never compared, and is kept as earlier. pollAge
+   (w.pollSent) counts from this send: a retry of the same acquire after an
+   error (the backend's own retry) keeps the number and the send time. */
+inline queueRequest(m) {
+	if
+	:: HANDOFF ->
+		mg[m].pollAge = 0; mg[m].nCur = false;
+		net[m * NSLOT].cur = false; net[m * NSLOT + 1].cur = false;
+		if :: q[0].att != 0 && mgrOf(q[0].att) == m -> q[0].cur = false :: else -> skip fi;
+		if :: q[1].att != 0 && mgrOf(q[1].att) == m -> q[1].cur = false :: else -> skip fi;
+		if :: q[2].att != 0 && mgrOf(q[2].att) == m -> q[2].cur = false :: else -> skip fi
+	:: else -> skip
+	fi
 }
 
 /* startRelease: release (attempt, token) detached; token 0 means whatever
@@ -597,13 +702,16 @@ inline startNext(m) {
 	mg[m].nAcq++; mg[m].att = m * MAXATT + mg[m].nAcq;
 	mg[m].phase = ACQ;
 	trace("M%d: acquire attempt %d\n", m, mg[m].att);
-	a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+	queueRequest(m); a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
 }
 
-/* hold: a claimed grant becomes the holding. */
-inline hold(m, t) {
-	mg[m].dl = localDeadline(m);
-	mg[m].phase = HELD; mg[m].tok = t; mg[m].renewing = false; mg[m].renewDue = false; mg[m].age = 0; mg[m].notice = false;
+/* hold: a claimed grant becomes the holding, with d ticks to its local
+   deadline. A notice of the attempt that comes now is ignored (picked up
+   already). */
+inline hold(m, t, d) {
+	mg[m].dl = d;
+	mg[m].phase = HELD; mg[m].tok = t; mg[m].renewing = false; mg[m].renewDue = false; mg[m].age = 0;
+	mg[m].pickup = false; mg[m].noticed = false; mg[m].queued = false; mg[m].pollAge = 0; clearNotice(m);
 	if :: m == 1 -> acquired1 = true :: else -> skip fi;
 	trace("M%d: HOLDS token %d for %d ticks\n", m, t, mg[m].dl)
 }
@@ -627,7 +735,7 @@ inline lose(m) {
 
 /* take reads the answer awaited into r_ and rt_ and frees its slot. */
 inline take(m) {
-	s_ = repSlot(m); r_ = net[s_].res; rt_ = net[s_].rtok; freeSlot(s_); mg[m].waiting = false
+	s_ = repSlot(m); r_ = net[s_].res; rt_ = net[s_].rtok; rq_ = net[s_].queued; freeSlot(s_); mg[m].waiting = false
 }
 
 /* fail: the call awaited failed (counted as a fault when its request is
@@ -676,7 +784,7 @@ inline retryUnconfirmed(m) {
 inline onAcquireResult(m) {
 	take(m);
 	if
-	:: r_ == R_OK && !mg[m].closing && !late(m) -> hold(m, rt_)
+	:: r_ == R_OK && !mg[m].closing && !late(m) -> d_ = localDeadline(m); hold(m, rt_, d_)
 	:: r_ == R_OK && mg[m].closing ->
 		trace("M%d: granted token %d after Close\n", m, rt_);
 		releaseThenReply(m, rt_)
@@ -688,10 +796,15 @@ inline onAcquireResult(m) {
 		trace("M%d: caller gave up while token %d was on its way\n", m, rt_);
 		a_ = mg[m].att; startRelease(m, a_, rt_)
 	:: r_ == R_BUSY && mg[m].closing -> leaveWaiting(m)
-	:: r_ == R_BUSY && !mg[m].closing ->
+	:: r_ == R_BUSY && !mg[m].closing && mg[m].noticed ->
+		/* a notice came meanwhile: the same attempt again at once */
+		trace("M%d: attempt %d refused after a notice; again\n", m, mg[m].att);
+		mg[m].noticed = false; mg[m].queued = rq_;
+		queueRequest(m); a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+	:: r_ == R_BUSY && !mg[m].closing && !mg[m].noticed ->
 		/* polling: the same attempt again after the retry tick */
 		trace("M%d: attempt %d refused; poll\n", m, mg[m].att);
-		mg[m].phase = POLL; mg[m].pollDue = false; mg[m].age = 0
+		mg[m].phase = POLL; mg[m].pollDue = false; mg[m].age = 0; mg[m].queued = rq_
 	:: r_ == R_BUSY && !mg[m].closing && mayGiveUp(m) ->
 		trace("M%d: attempt %d refused; its caller does not wait\n", m, mg[m].att);
 		leaveWaiting(m)
@@ -731,7 +844,7 @@ inline onRenewResult(m) {
 	take(m);
 	mg[m].renewing = false;
 	if
-	:: r_ == R_OK -> mg[m].dl = localDeadline(m); mg[m].age = 0;
+	:: r_ == R_OK -> mg[m].dl = localDeadline(m); mg[m].age = 0; mg[m].pickup = false;
 		trace("M%d: renewed token %d for %d ticks\n", m, mg[m].tok, mg[m].dl)
 	:: r_ == R_NOTHELD -> lose(m)
 	fi
@@ -743,12 +856,63 @@ inline onReleaseResult(m) {
 	mg[m].relAtt = 0; mg[m].relTok = 0; mg[m].unconf = false; mg[m].relLeft = 0; mg[m].phase = IDLE
 }
 
-/* pollAgain: the retry tick (RetryTick), or HANDOFF's notice (wake), and
-   startNext sends the waiter's attempt again: with a hand-off, the pickup. */
+/* pollAgain: the retry tick (RetryTick), or wake, and startNext sends the
+   waiter's attempt again (with a hand-off, it picks it up). */
 inline pollAgain(m) {
-	if :: mg[m].notice -> trace("M%d: notice: pick up\n", m) :: else -> skip fi;
-	mg[m].notice = false; mg[m].pollDue = false; mg[m].phase = ACQ;
-	a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+	trace("M%d: poll attempt %d\n", m, mg[m].att);
+	mg[m].pollDue = false; mg[m].noticed = false; mg[m].phase = ACQ;
+	queueRequest(m); a_ = mg[m].att; send(m, ACQUIRE, a_, 0)
+}
+
+/* The ticks left of a hand-off taken from its notice: localDeadline(pollSent,
+   pickup), from the send of the latest poll (pollAge ticks ago), not from
+   the notice. NOTICEARRIVAL: from the notice's arrival instead. */
+#define pickupLeft(m) (vNOTICEARRIVAL -> PICKUP - MARGIN : \
+	(mg[m].pollAge < PICKUP - MARGIN -> PICKUP - MARGIN - mg[m].pollAge : 0))
+/* enough of the window left to renew in: more than a quarter */
+#define mayTake(m) (4 * pickupLeft(m) > PICKUP)
+
+/* takeHandOff: the hand-off becomes the holding (state polling), held until
+   the end of the pickup window as seen from here; the pickup renewal (to the
+   TTL, with the notice's token) is due at once. */
+inline takeHandOff(m) {
+	t_ = mg[m].nTok; d_ = pickupLeft(m);
+	if
+	:: true ->
+		trace("M%d: notice: takes token %d\n", m, t_);
+		hold(m, t_, d_); mg[m].pickup = true; mg[m].renewDue = true
+	:: mayGiveUp(m) ->
+		/* !Ticket.Claim(): the caller gave up meanwhile */
+		trace("M%d: notice for token %d, but its caller gave up\n", m, t_);
+		a_ = mg[m].att; startRelease(m, a_, t_)
+	fi
+}
+
+/* onHandOff: a hand-off's notice comes (HANDOFF). */
+inline onHandOff(m) {
+	if
+	:: mg[m].phase == POLL && mg[m].nAtt == mg[m].att && !mg[m].nCur && !vANYPOLL ->
+		/* an earlier poll's: the hand-off was taken back before the store
+		   refused the latest */
+		trace("M%d: notice of token %d from an earlier poll: ignored\n", m, mg[m].nTok);
+		clearNotice(m)
+	:: mg[m].phase == POLL && mg[m].nAtt == mg[m].att && (mg[m].nCur || vANYPOLL) &&
+	   mg[m].queued && !mg[m].closing && mayTake(m) ->
+		takeHandOff(m)
+	:: mg[m].phase == POLL && mg[m].nAtt == mg[m].att && (mg[m].nCur || vANYPOLL) &&
+	   !(mg[m].queued && !mg[m].closing && mayTake(m)) ->
+		trace("M%d: notice of token %d too late to take: poll\n", m, mg[m].nTok);
+		clearNotice(m); pollAgain(m)
+	:: mg[m].phase == ACQ && mg[m].nAtt == mg[m].att ->
+		/* its acquire in flight picks it up, or is retried at once */
+		trace("M%d: notice of token %d while acquiring\n", m, mg[m].nTok);
+		mg[m].noticed = true; clearNotice(m)
+	:: else ->
+		/* held already, or nobody here waits with that attempt (the engine
+		   releases such a hand-off; here it lapses) */
+		trace("M%d: notice of attempt %d token %d: not wanted\n", m, mg[m].nAtt, mg[m].nTok);
+		clearNotice(m)
+	fi
 }
 
 /* onWaitTimeout, dropWaiter: the waiter gives up. */
@@ -793,12 +957,15 @@ end:	do
 	:: atomic { callFails(m) -> onCallFailed(m) }
 	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && hasRep(m) -> onRenewResult(m) }
 	:: atomic { mg[m].phase == REL && hasRep(m) -> onReleaseResult(m) }
-	:: atomic { mg[m].phase == POLL && canSend(m) && (!LIVE || mg[m].pollDue || mg[m].notice) -> pollAgain(m) }
+	:: atomic { mg[m].phase == POLL && canSend(m) && (!LIVE || mg[m].pollDue) -> pollAgain(m) }
+	:: atomic { mg[m].notice && (mg[m].phase != POLL || canSend(m)) -> onHandOff(m) }
 	:: atomic { mg[m].phase == POLL && canSend(m) && mayGiveUp(m) -> onWaitTimeout(m) }
 	/* a dead contender: its Manager dies while it waits */
 	:: atomic { mg[m].phase == POLL && mayDie(m) && !mg[m].dead ->
 		mg[m].dead = true; forget(m); mg[m].phase = CLOSED; trace("M%d DIES while it waits\n", m) }
-	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && !mg[m].renewing && mg[m].renewDue && mayRenew(m) && canSend(m) -> startRenew(m) }
+	/* a renewal that is due: the automatic one, or the pickup renewal of a
+	   hand-off taken from its notice */
+	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && !mg[m].renewing && mg[m].renewDue && (mayRenew(m) || mg[m].pickup) && canSend(m) -> startRenew(m) }
 	:: atomic { mg[m].phase == HELD && mg[m].dl > 0 && canSend(m) -> onRelease(m) }
 	:: atomic { mayClose(m) && !mg[m].closing && !mg[m].dead && canSend(m) && !pastDeadline(m) -> onShutdown(m) }
 	:: atomic { mg[m].phase == IDLE && mg[m].closing -> mg[m].phase = CLOSED; trace("M%d: closed\n", m) }
