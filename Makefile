@@ -45,8 +45,10 @@ fuzz:
 # Not part of `make test` (which runs the small bounds): the lease protocol's
 # model (actors/model) with larger bounds: three Managers with a fault, a
 # restart and Close; two attempts or two faults each; the hand-off design with
-# a fault, a restart, Close; liveness with a fault. Every search exhaustive
-# (about 70 million states, under 4 GB of memory); about 7 minutes of CPU.
+# a fault, a restart, Close (pickup by notice included, with clock drift in
+# one run); liveness with a fault. Every search exhaustive: the hand-off
+# checks alone are about 47 million states and need up to 5.6 GB of memory
+# (the fault run); allow about 15 minutes of CPU.
 model-deep:
 	LEASEHOLD_MODEL_DEEP=1 $(GO) test -count=1 -timeout 2h -v ./actors/model
 
