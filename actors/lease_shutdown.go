@@ -38,11 +38,14 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 		a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
 		return
 	}
+	a.leaveOnClose(ctx)
+}
+
+// leaveOnClose sends, once, the clean-up release of a waiter that left the
+// store's queue because of Close (unconfirmed releases are not retried after
+// Close, and its entry would otherwise cost the next waiter a pickup window).
+func (a *leaseActor) leaveOnClose(ctx actor.Context) {
 	if n := len(a.unconfirmed); n > 0 && a.state == idle && a.unconfirmed[n-1].token == 0 {
-		// The head waiter left the store's queue: its clean-up release
-		// goes once now (unconfirmed releases are not retried after
-		// Close, and its entry would otherwise cost the next waiter a
-		// pickup window).
 		p := a.unconfirmed[n-1]
 		a.sendRelease(ctx, releaseInFlight{p: *p, retry: p})
 	}

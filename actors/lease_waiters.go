@@ -135,6 +135,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.answerObservers(a.busy.reply())
 		if a.closing { // Shutdown came while it was in flight: no poll
 			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			a.leaveOnClose(ctx)
 			return
 		}
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {

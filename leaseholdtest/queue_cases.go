@@ -21,6 +21,7 @@ func (s *suite) queueCases() []testCase {
 		{"CancelledWaiterLeavesTheQueue", s.qCancelLeaves},
 		{"TimedOutWaiterLeavesTheQueue", s.qTimeoutLeaves},
 		{"ClosedManagerLeavesTheQueue", s.qCloseLeaves},
+		{"WaiterQueuedWhileItsManagerClosesLeaves", s.qCloseDuringAcquire},
 		{"DeadContenderDelaysOthersAtMostItsPickupWindow", s.qDeadContender},
 	}
 }
@@ -206,6 +207,39 @@ func (s *suite) qCloseLeaves(t *testing.T) {
 	}
 	if a := <-c2; !errors.Is(a.err, leasehold.ErrClosed) {
 		t.Fatalf("waiter of a closed Manager: %v, %v", a.l, a.err)
+	}
+	leftFree(t, p, l1)
+}
+
+// Close comes while a waiter's first acquire is on its way; the store queues
+// it after Close began: the refusal's answer, seen while closing, still
+// takes the entry out.
+func (s *suite) qCloseDuringAcquire(t *testing.T) {
+	p := s.queuePair(t)
+	m1 := p.manager(t, "o1")
+	m2, err := leasehold.New(p.b, leasehold.WithOwner("o2"), leasehold.WithKeyPrefix(p.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1 := mustAcquire(t, m1, "job")
+	p.f.AcquireDelay.Store(int64(s.short / 2)) // the acquire is applied after this, whatever its context
+	t.Cleanup(func() { p.f.AcquireDelay.Store(0) })
+	before := p.f.Acquires.Load()
+	c2 := make(chan error, 1)
+	go func() {
+		_, err := m2.Acquire(context.Background(), "job", leasehold.WithWait(leasehold.WaitForever))
+		c2 <- err
+	}()
+	eventually(t, "o2's acquire to be on its way", func() bool { return p.f.Acquires.Load() > before })
+	if err := m2.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-c2; !errors.Is(err, leasehold.ErrClosed) {
+		t.Fatalf("waiter of a closed Manager: %v", err)
+	}
+	p.f.AcquireDelay.Store(0)
+	if p.f.Queued.Load() == 0 {
+		t.Skip("the acquire was answered as cancelled, not queued: nothing to leave")
 	}
 	leftFree(t, p, l1)
 }
