@@ -94,7 +94,7 @@ func (a *backendActor) Receive(ctx actor.Context) {
 				}
 			})
 		}
-		if w, ok := a.cfg.Backend.(backend.HandOffWatcher); ok && a.cfg.queue {
+		if w, ok := a.cfg.Backend.(backend.HandOffWatcher); ok && a.cfg.notices {
 			a.wg.Go(func() {
 				err := w.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffs.Store(true) })
 				a.cfg.handOffs.Store(false)

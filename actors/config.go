@@ -43,8 +43,9 @@ type Config struct {
 	// on a Queue store (0: DefaultPickup); a lease's is at most a quarter
 	// of its TTL (Config.pickup).
 	Pickup time.Duration
-	// queue: the store keeps a waiter queue (backend.Info.Queue).
-	queue bool
+	// queue: the store keeps a waiter queue (backend.Info.Queue); notices:
+	// it also sends hand-off notices (a backend.HandOffWatcher).
+	queue, notices bool
 	// handOffs is true while the store's hand-off notices to this Manager
 	// are watched; queued waiters then poll only as a fallback.
 	handOffs atomic.Bool

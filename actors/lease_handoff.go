@@ -26,7 +26,10 @@ func (a *leaseActor) queueRequest(w *waiter) backend.QueueRequest {
 	pickup := a.cfg.pickup(w.m.TTL)
 	w.polls++
 	q := backend.QueueRequest{EntryTTL: entryTTL(pickup), Pickup: pickup, Poll: w.polls}
-	if a.cfg.handOffs.Load() {
+	if a.cfg.notices {
+		// Also before the watch is in place (the Manager just started):
+		// a notice sent once it is arrives; one sent before is lost, and
+		// the waiter's poll, within the window, picks the name up.
 		q.Notify = a.cfg.address()
 	}
 	return q

@@ -22,8 +22,9 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 		// It may have been sent after the backend actor cancelled the calls
 		// in flight, and then runs under Close's context, which a store that
 		// does not answer would hold for the whole release timeout. It
-		// failed once already; the store frees the name at its TTL. Its
-		// answer, if one comes, is ignored (its seq is stale).
+		// has been sent once already; the store frees the name at its TTL.
+		// Its answer, if one comes, is ignored (its seq is stale).
+		a.rel.retry.tries++ // so that it is not sent again (retryUnconfirmed)
 		a.state, a.rel = idle, releaseInFlight{}
 	}
 	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
@@ -36,19 +37,9 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 	if c := a.cur; c != nil {
 		a.end(closedReleased(c.h), false)
 		a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
-		return
 	}
-	a.leaveOnClose(ctx)
-}
-
-// leaveOnClose sends, once, the clean-up release of a waiter that left the
-// store's queue because of Close (unconfirmed releases are not retried after
-// Close, and its entry would otherwise cost the next waiter a pickup window).
-func (a *leaseActor) leaveOnClose(ctx actor.Context) {
-	if n := len(a.unconfirmed); n > 0 && a.state == idle && a.unconfirmed[n-1].token == 0 {
-		p := a.unconfirmed[n-1]
-		a.sendRelease(ctx, releaseInFlight{p: *p, retry: p})
-	}
+	// A waiter that left the store's queue sends its clean-up release from
+	// settle (retryUnconfirmed), before the actor reports itself done.
 }
 
 func closedReleased(h *lease.Holding) error {

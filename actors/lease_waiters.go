@@ -135,7 +135,6 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.answerObservers(a.busy.reply())
 		if a.closing { // Shutdown came while it was in flight: no poll
 			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
-			a.leaveOnClose(ctx)
 			return
 		}
 		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
@@ -147,17 +146,11 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			return
 		}
 		a.state = polling
-		delay := pollDelay(w.attempts, a.cfg.notifications.Load(), r.Grant.HolderExpiresIn)
+		var pickup time.Duration // not queued: no pickup window to poll within
 		if w.queued {
-			// A hand-off lasts its pickup window: a queued waiter polls
-			// within it, and, while notices come, no more often.
-			q := queuedPollDelay(a.cfg.pickup(m.TTL), r.Grant.HolderExpiresIn)
-			if a.cfg.handOffs.Load() {
-				delay = q
-			} else {
-				delay = min(delay, q)
-			}
+			pickup = a.cfg.pickup(m.TTL)
 		}
+		delay := pollDelay(w.attempts, a.cfg.notifications.Load(), pickup, a.cfg.handOffs.Load(), r.Grant.HolderExpiresIn)
 		a.retryT.arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 

@@ -53,6 +53,8 @@ type Engine struct {
 func Start(root *actor.RootContext, cfg *Config) *Engine {
 	cfg.instance = newInstance()
 	cfg.queue = cfg.Backend.Info().Queue
+	_, cfg.notices = cfg.Backend.(backend.HandOffWatcher)
+	cfg.notices = cfg.notices && cfg.queue
 	e := &Engine{root: root, cfg: cfg,
 		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
 	props := func(producer actor.Producer) *actor.Props {

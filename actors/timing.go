@@ -77,28 +77,29 @@ var pollBackoff = backoff.Policy{Base: pollFirst, Cap: pollCapPolling, Jitter: b
 // is only the safety net for a lost notification: every process's waiter
 // polling a hot name would multiply the store's load for nothing.
 //
+// pickup, when not 0, is the pickup window of a waiter queued on the store
+// (lease_handoff.go): a hand-off to it lasts that long, so it polls within
+// it; while hand-off notices are watched (handOffs), a poll only keeps its
+// entry alive and picks up a hand-off whose notice was lost, and comes no
+// more often than that.
+//
 // holderLeft is the holder's remaining time as the store measured it (0:
 // unknown). It is a duration, never a store timestamp compared with the local
 // clock: a store whose clock disagrees with this host's must not make waiters
 // poll every millisecond (or sleep for the skew).
-func pollDelay(attempt int, notified bool, holderLeft time.Duration) time.Duration {
+func pollDelay(attempt int, notified bool, pickup time.Duration, handOffs bool, holderLeft time.Duration) time.Duration {
 	d := pollBackoff.Delay(attempt)
 	if notified {
 		d = backoff.HalfJitter.Apply(pollCapNotified)
 	}
-	if holderLeft > 0 {
-		d = min(d, holderLeft+time.Millisecond)
+	if pickup > 0 {
+		q := backoff.HalfJitter.Apply(pickup)
+		if handOffs {
+			d = q
+		} else {
+			d = min(d, q)
+		}
 	}
-	return max(d, time.Millisecond)
-}
-
-// queuedPollDelay is the pause between the polls of a waiter queued on the
-// store while hand-off notices are watched: the poll only keeps its queue
-// entry alive and picks up a hand-off whose notice was lost, so it comes
-// within the pickup window of the last (a hand-off lasts that long), and at
-// the holder's expiry (when the head's turn begins).
-func queuedPollDelay(pickup, holderLeft time.Duration) time.Duration {
-	d := backoff.HalfJitter.Apply(pickup)
 	if holderLeft > 0 {
 		d = min(d, holderLeft+time.Millisecond)
 	}

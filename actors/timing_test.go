@@ -24,20 +24,31 @@ func TestLocalDeadlineFallsBeforeBackendExpiry(t *testing.T) {
 
 func TestPollDelay(t *testing.T) {
 	for attempt := range 30 {
-		d := pollDelay(attempt, false, 0)
+		d := pollDelay(attempt, false, 0, false, 0)
 		if d <= 0 || d > pollCapPolling {
 			t.Fatalf("attempt %d: %v", attempt, d)
 		}
-		if d := pollDelay(attempt, true, 0); d > pollCapNotified {
+		if d := pollDelay(attempt, true, 0, false, 0); d > pollCapNotified {
 			t.Fatalf("attempt %d notified: %v", attempt, d)
 		}
 	}
 	// Never later than just after the holder's expiry.
-	if d := pollDelay(30, true, 10*time.Millisecond); d > 12*time.Millisecond {
+	if d := pollDelay(30, true, 0, false, 10*time.Millisecond); d > 12*time.Millisecond {
 		t.Errorf("holder expires in 10ms, poll in %v", d)
 	}
-	if d := pollDelay(0, false, time.Nanosecond); d > 2*time.Millisecond {
+	if d := pollDelay(0, false, 0, false, time.Nanosecond); d > 2*time.Millisecond {
 		t.Errorf("holder about to expire: poll in %v, want about 1ms", d)
+	}
+	// Queued on the store: within the pickup window (a hand-off lasts that
+	// long); with hand-off notices, no more often than about that either.
+	const pickup = 100 * time.Millisecond
+	for attempt := range 30 {
+		if d := pollDelay(attempt, true, pickup, false, 0); d > pickup {
+			t.Fatalf("queued, no notices, attempt %d: %v, want within the window", attempt, d)
+		}
+		if d := pollDelay(attempt, true, pickup, true, 0); d < pickup/2 || d > pickup {
+			t.Fatalf("queued with notices, attempt %d: %v, want in [window/2, window]", attempt, d)
+		}
 	}
 }
 

@@ -59,15 +59,18 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 
 // retryUnconfirmed sends the oldest unconfirmed release again when one is due
 // (state idle or polling), and reports whether it did. Releases whose TTL has
-// passed are forgotten.
+// passed are forgotten, and so, once Close has begun, are those sent before.
 func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 	now := time.Now()
 	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
-		if a.closing || !now.Before(a.unconfirmed[i].until) {
+		// Close sends no retries: what failed once is left to the store's
+		// TTL. A release never sent yet (a waiter leaving the store's
+		// queue, an unwanted hand-off) still goes, once.
+		if p := a.unconfirmed[i]; (a.closing && p.tries > 0) || !now.Before(p.until) {
 			a.dropUnconfirmed(i)
 		}
 	}
-	if len(a.unconfirmed) == 0 || !a.unconfDue {
+	if len(a.unconfirmed) == 0 || (!a.unconfDue && !a.closing) {
 		return false
 	}
 	a.unconfDue = false

@@ -115,7 +115,11 @@ func notYet(t *testing.T, ch <-chan acquired, who string) {
 func (s *suite) qFIFO(t *testing.T) {
 	p := s.queuePair(t)
 	meter, withMeter := newHandOffMeter(t)
-	m1, m2, m3 := p.manager(t, "o1"), p.manager(t, "o2", withMeter), p.manager(t, "o3")
+	// o2's window is long (the lease's TTL is 30 s): on a loaded machine
+	// it neither polls again nor finds too little of the window left
+	// before the notice comes, so it takes the name from the notice alone.
+	m1, m3 := p.manager(t, "o1"), p.manager(t, "o3")
+	m2 := p.manager(t, "o2", withMeter, leasehold.WithPickupWindow(7*time.Second))
 	l1 := mustAcquire(t, m1, "job")
 	c2 := waitFor(t, p, ctxT(t), m2, "job")
 	c3 := waitFor(t, p, ctxT(t), m3, "job")

@@ -197,12 +197,14 @@ func (s *suite) qExpiredEntry(t *testing.T) {
 func (s *suite) qPickupTimeout(t *testing.T) {
 	b, k := s.queueBackend(t), uniq(t)
 	a := mustGrant(t, b, k, "a", time.Minute)
-	dead := enqueue(t, b, k, "dead", backend.QueueRequest{EntryTTL: queueLong, Pickup: s.tiny})
+	// A window long enough for the next call to come within it on a loaded
+	// machine, short enough to wait out.
+	dead := enqueue(t, b, k, "dead", backend.QueueRequest{EntryTTL: queueLong, Pickup: s.short})
 	w := enqueue(t, b, k, "w", longQueue())
 	release(t, b, a)
 	r := acquire(t, b, k, "newcomer", time.Minute)
-	if r.Acquired || r.Holder != "dead" || r.HolderExpiresIn > s.tiny {
-		t.Fatalf("during the pickup window: %+v, want a refusal naming dead for at most %v", r.Grant, s.tiny)
+	if r.Acquired || r.Holder != "dead" || r.HolderExpiresIn > s.short {
+		t.Fatalf("during the pickup window: %+v, want a refusal naming dead for at most %v", r.Grant, s.short)
 	}
 	var g held
 	eventually(t, "the unclaimed hand-off to pass on", func() bool {
@@ -228,10 +230,12 @@ func (s *suite) qPickupTimeout(t *testing.T) {
 // its pickup window: the others are refused, the head is granted.
 func (s *suite) qHeadsTurn(t *testing.T) {
 	b, k := s.queueBackend(t), uniq(t)
-	a := mustGrant(t, b, k, "a", s.tiny)
+	// The waiters must queue before the holding expires: a TTL the next
+	// calls come within on a loaded machine.
+	a := mustGrant(t, b, k, "a", s.short)
 	head := enqueue(t, b, k, "head", longQueue())
 	next := enqueue(t, b, k, "next", longQueue())
-	time.Sleep(3 * s.tiny) // let the holding expire: no signal for that
+	time.Sleep(s.short + s.tiny) // let the holding expire: no signal for that
 	r := waitAs(t, b, k, next.owner, next.attempt, longQueue())
 	if r.Acquired || r.Holder != "" || r.HolderExpiresIn <= 0 || r.HolderExpiresIn > queueLong {
 		t.Fatalf("the second waiter during the head's turn: %+v, want a refusal with no holder, the turn's time left", r.Grant)
@@ -248,10 +252,10 @@ func (s *suite) qHeadsTurn(t *testing.T) {
 // the pickup window the next contender is granted.
 func (s *suite) qDeadHeadsTurn(t *testing.T) {
 	b, k := s.queueBackend(t), uniq(t)
-	a := mustGrant(t, b, k, "a", s.tiny)
+	a := mustGrant(t, b, k, "a", s.short) // the waiters queue before it expires
 	enqueue(t, b, k, "dead", backend.QueueRequest{EntryTTL: queueLong, Pickup: s.tiny})
 	next := enqueue(t, b, k, "next", longQueue())
-	time.Sleep(3 * s.tiny) // the holding expires
+	time.Sleep(s.short + s.tiny) // the holding expires: no signal for that
 	if r := waitAs(t, b, k, next.owner, next.attempt, longQueue()); r.Acquired {
 		t.Fatalf("the turn starts when a contender finds the key free: got %+v", r.Grant)
 	}

@@ -109,33 +109,31 @@ func (s *shard) turnLocked(key string, r backend.AcquireRequest, now time.Time) 
 }
 
 // grantedLocked takes a granted attempt's own entry out of key's queue and
-// reports whether others still wait.
+// reports whether others still wait; the turn of the head, if any, is over.
 func (s *shard) grantedLocked(key, owner, attempt string) (othersWait bool) {
-	q := s.queues[key]
+	q := s.leaveLocked(key, owner, attempt)
 	if q == nil {
 		return false
+	}
+	q.turnOf = ""
+	return true
+}
+
+// leaveLocked removes (owner, attempt)'s entry, a waiter leaving the queue,
+// and returns the queue when entries remain.
+func (s *shard) leaveLocked(key, owner, attempt string) *waitQueue {
+	q := s.queues[key]
+	if q == nil {
+		return nil
 	}
 	if i := q.index(owner, attempt); i >= 0 {
 		q.removeAt(i)
 	}
-	q.turnOf = ""
 	if len(q.entries) == 0 {
 		delete(s.queues, key)
-		return false
+		return nil
 	}
-	return true
-}
-
-// leaveLocked removes (owner, attempt)'s entry: a waiter leaving the queue.
-func (s *shard) leaveLocked(key, owner, attempt string) {
-	if q := s.queues[key]; q != nil {
-		if i := q.index(owner, attempt); i >= 0 {
-			q.removeAt(i)
-		}
-		if len(q.entries) == 0 {
-			delete(s.queues, key)
-		}
-	}
+	return q
 }
 
 // handOnLocked is the second half of a release or revoke of key's live
