@@ -63,22 +63,10 @@ func (a *leaseActor) onHandOff(ctx actor.Context, h backend.HandOff) {
 			return
 		}
 		a.wake() // too little of the window left to use: pick it up by acquiring
-		return
 	}
-	if c := a.cur; c != nil && c.h.Attempt == h.Attempt {
-		return // picked up by an acquire already
-	}
-	// Nobody here waits with that attempt any more (its clean-up release,
-	// if it is pending, covers this too): release the grant, so that the
-	// key goes on now rather than after the pickup window.
-	for _, p := range a.unconfirmed {
-		if p.attempt == h.Attempt {
-			return
-		}
-	}
-	ttl := a.cfg.pickup(backend.MaxTTL)
-	a.unconfirmed = append(a.unconfirmed, &pendingRelease{attempt: h.Attempt, token: h.Token, ttl: ttl, until: time.Now().Add(ttl)})
-	a.unconfDue = true
+	// Any other notice is stale: its hand-off was picked up by an acquire
+	// already, or made to a waiter that left, whose clean-up release
+	// (Release(attempt, 0)) releases it too.
 }
 
 // takeHandOff makes the hand-off h the head waiter w's holding (state

@@ -113,13 +113,13 @@ func (e *Engine) Send(key string, msg any, spawn bool) bool {
 func (e *Engine) notice(key string) { e.Send(key, &messages.ReleaseNotice{Key: key}, false) }
 
 // handOff hands a grant the store made to one of this Manager's attempts to
-// the key's lease actor, spawning one if need be: a hand-off nobody here
-// wants any more must be released, not left to its pickup window.
+// the key's lease actor. A key with no actor has no waiter: the notice is
+// stale (see leaseActor.onHandOff).
 func (e *Engine) handOff(h backend.HandOff) {
 	if h.Owner != e.cfg.Owner {
 		return // not ours: another Manager's address collided with ours
 	}
-	e.Send(h.Key, &messages.HandOffNotice{HandOff: h}, true)
+	e.Send(h.Key, &messages.HandOffNotice{HandOff: h}, false)
 }
 
 // Subscribe and Unsubscribe add and remove a subscriber of loss events.

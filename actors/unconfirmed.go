@@ -65,7 +65,7 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
 		// Close sends no retries: what failed once is left to the store's
 		// TTL. A release never sent yet (a waiter leaving the store's
-		// queue, an unwanted hand-off) still goes, once.
+		// queue) still goes, once.
 		if p := a.unconfirmed[i]; (a.closing && p.tries > 0) || !now.Before(p.until) {
 			a.dropUnconfirmed(i)
 		}

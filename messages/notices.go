@@ -9,11 +9,10 @@ import (
 // any process, released Key: its head waiter retries at once.
 type ReleaseNotice struct{ Key string }
 
-// HandOffNotice (backend actor → lease actor, routed by key, spawning one)
-// says the store handed the key to one of this Manager's queued attempts
-// when its holder released it: the waiter of that attempt holds it now (for
-// the pickup window, until it renews), or, if it is gone, the grant is
-// released.
+// HandOffNotice (backend actor → lease actor, routed by key) says the store
+// handed the key to one of this Manager's queued attempts when its holder
+// released it: the waiter of that attempt holds it now (for the pickup
+// window, until it renews). A waiter that left has released it already.
 type HandOffNotice struct{ HandOff backend.HandOff }
 
 // Publish (lease actor → event hub) hands a loss to every subscriber.

@@ -76,9 +76,9 @@
  * without restarting; writes travelling to the resource (a write is checked
  * at the moment it is made); the engine's own token check (maxToken: the
  * modelled store never breaks its promise, so it never fires); HANDOFF: a
- * notice for an attempt the Manager no longer waits with is dropped (the
- * engine releases that hand-off; here it lapses after its pickup window, or
- * the attempt's clean-up release ends it), and a Manager has one notice on
+ * notice for an attempt the Manager no longer waits with is dropped, as in
+ * the engine (the attempt's clean-up release ends that hand-off, or it
+ * lapses after its pickup window), and a Manager has one notice on
  * its way at a time (see handOff). One tick is half the TTL (a third with
  * LH_TTL=3): everything shorter is "within the tick".
  */
