@@ -80,11 +80,12 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 	}
 }
 
-// WithRenewBatching sets how renewals are coalesced for backends that renew
-// in batches (Redis, PostgreSQL, SQL Server): at most size renewals per round
-// trip, and a renewal waits at most delay (and at most a tenth of its lease's
-// renewal period) for others to join. Defaults: 500 and 50ms. A size of 1
-// turns batching off.
+// WithRenewBatching sets how automatic renewals are coalesced for backends
+// that renew in batches (all of leasehold's): at most size renewals per round
+// trip, and a renewal goes at most delay (and at most a tenth of its lease's
+// renewal period) before it is due, to share the round trip of renewals due
+// then. A renewal is never sent late to wait for company. Defaults: 500 and
+// 50ms. A size of 1 turns batching off.
 func WithRenewBatching(size int, delay time.Duration) Option {
 	return func(c *managerConfig) {
 		if size < 1 || delay < 0 {

@@ -21,8 +21,8 @@ const releaseTimeout = 10 * time.Second
 // backendActor owns the Backend: it makes the calls off its mailbox, on a few
 // long-lived workers (a goroutine of its own for a call when all are busy),
 // coalesces the calls that are ready together into one round trip on a
-// backend.Batcher (coalesce.go), batches renewals for a BatchRenewer
-// (renew_batcher.go), and keeps the one release watch. (Lease actors call an
+// backend.Batcher (coalesce.go), makes the renewers' batches (renewer.go),
+// and keeps the one release watch. (Lease actors call an
 // Immediate backend themselves.) Stopping cancels every call in flight and
 // Engine.Stop waits for it, so nothing outlives the Manager.
 type backendActor struct {
@@ -46,8 +46,8 @@ type backendActor struct {
 	work chan func()     // to the call workers
 	wg   *sync.WaitGroup // its goroutines; Engine.Stop waits for them
 
-	queue *coalescer    // nil unless the backend is a Batcher
-	batch *renewBatcher // nil unless the backend renews in batches
+	queue *coalescer           // nil unless the backend is a Batcher
+	batch backend.BatchRenewer // nil unless the backend renews in batches
 }
 
 func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
@@ -60,11 +60,9 @@ func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), 
 	calls, cancelCalls := context.WithCancel(base)
 	a := &backendActor{cfg: cfg, root: root, notice: notice, handOff: handOff, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
+	a.batch, _ = cfg.Backend.(backend.BatchRenewer)
 	if inline {
 		return a
-	}
-	if br, ok := cfg.Backend.(backend.BatchRenewer); ok {
-		a.batch = newRenewBatcher(br, cfg.RenewBatchSize, cfg.RenewBatchDelay)
 	}
 	if b, ok := cfg.Backend.(backend.Batcher); ok {
 		a.queue = newCoalescer(a, b)
@@ -77,9 +75,6 @@ func (a *backendActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		if !a.inline {
 			a.startWorkers()
-		}
-		if a.batch != nil {
-			a.batch.start(a.root)
 		}
 		if w, ok := a.cfg.Backend.(backend.ReleaseWatcher); ok {
 			a.cfg.notifications.Store(true)
@@ -108,23 +103,16 @@ func (a *backendActor) Receive(ctx actor.Context) {
 		}
 	case *messages.BackendCall:
 		switch {
-		case m.Call.Op == backend.OpRenew && a.batch != nil:
-			a.batch.add(ctx, m, a.flush)
 		case a.queue != nil:
 			a.queue.add(m)
 		default:
 			a.run(m)
 		}
-	case *messages.FlushTick:
-		if a.batch != nil {
-			a.batch.tick(m, a.flush)
-		}
+	case *messages.RenewBatch:
+		a.renewBatch(m.Renewals)
 	case *messages.Shutdown:
 		a.onShutdown(m)
 	case *actor.Stopping:
-		if a.batch != nil {
-			a.batch.stop()
-		}
 		a.mu.Lock()
 		a.cancelCalls()
 		a.mu.Unlock()

@@ -22,8 +22,8 @@ type Config struct {
 	// MaxInFlight bounds concurrent backend calls (default 256).
 	MaxInFlight int
 	// RenewBatchSize and RenewBatchDelay bound how many renewals one round
-	// trip carries and how long a renewal may wait to join one, for
-	// backends that implement backend.BatchRenewer.
+	// trip carries and how early an automatic renewal may go to join one
+	// (renewer.go), for backends that implement backend.BatchRenewer.
 	RenewBatchSize  int
 	RenewBatchDelay time.Duration
 

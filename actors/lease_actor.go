@@ -46,9 +46,10 @@ type leaseActor struct {
 	// refused (defence in depth; the backends guarantee it).
 	maxToken uint64
 
-	cur   *holding // states held and renewing
-	clock *alarms  // the alarm heap of this key (Engine.alarmsFor)
-	holdA *alarm   // the holding's next renewal or local deadline, in clock
+	cur     *holding // states held and renewing
+	clock   *alarms  // the alarm heap of this key (Engine.alarmsFor)
+	holdA   *alarm   // the holding's local deadline, in clock
+	renewer *renewer // of this key (Engine.renewerFor)
 
 	rel         releaseInFlight // state releasing
 	unconfirmed []*pendingRelease
@@ -61,12 +62,12 @@ type leaseActor struct {
 	// had come back through the mailbox.
 	immediate bool
 	inbox     []messages.BackendResult
-	scratch   messages.BackendCall // the immediate call being made
 }
 
 func newLeaseActor(e *Engine, en *entry) actor.Actor {
 	_, immediate := e.cfg.Backend.(backend.Immediate)
-	return &leaseActor{e: e, cfg: e.cfg, entry: en, key: en.key, immediate: immediate, clock: e.alarmsFor(en.key)}
+	return &leaseActor{e: e, cfg: e.cfg, entry: en, key: en.key, immediate: immediate,
+		clock: e.alarmsFor(en.key), renewer: e.renewerFor(en.key)}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
@@ -188,9 +189,7 @@ func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
 	a.seq++
 	m.Seq, m.ReplyTo = a.seq, a.self
 	if a.immediate {
-		a.scratch = m
-		a.inbox = append(a.inbox, perform(a.cfg, context.Background(), true, &a.scratch))
-		a.scratch = messages.BackendCall{}
+		a.inbox = append(a.inbox, perform(a.cfg, context.Background(), true, &m)) // m stays on the stack
 		return
 	}
 	a.send(ctx, m)

@@ -18,11 +18,14 @@ type holding struct {
 	renewEvery time.Duration
 	auto       bool
 	deadline   time.Time // local, monotonic: lost if no renewal is confirmed by then
-	nextRenew  time.Time // zero: no renewal due (none automatic, or one in flight)
 	// pickup: a hand-off, held on the store only for its pickup window
 	// until a renewal gives it the TTL; that renewal is made whether or
 	// not the lease renews automatically.
 	pickup bool
+
+	// next is the renewal this actor has handed to the renewer (call.Seq
+	// is 0 when there is none): scheduled, or sent and not yet answered.
+	next renewal
 
 	// The renewal in flight (state renewing).
 	renewSeq     uint64
@@ -38,7 +41,8 @@ type holding struct {
 func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, pickup bool) {
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
-	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup}
+	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup,
+		next: renewal{index: -1}}
 	a.state = held
 	h.SetDeadline(a.cur.deadline, a.now)
 	a.entry.holding.Store(h)
@@ -46,9 +50,9 @@ func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, 
 	switch {
 	case pickup:
 		// Renew to the TTL by half of what is left of the window.
-		a.cur.nextRenew = a.now.Add(deadline.Sub(a.now) / 2)
+		a.scheduleRenewal(a.now.Add(deadline.Sub(a.now)/2), 0)
 	case a.cur.auto:
-		a.cur.nextRenew = a.now.Add(spread(a.cur.renewEvery))
+		a.scheduleRenewal(a.now.Add(spread(a.cur.renewEvery)), a.renewSlack())
 	}
 	a.armHold()
 	m.Reply <- messages.AcquireReply{Holding: h}
@@ -60,6 +64,7 @@ func (a *leaseActor) onRenew(ctx actor.Context, m *messages.Renew) {
 		m.Reply <- messages.ErrStale
 		return
 	}
+	a.takeBackRenewal()
 	if a.state == renewing {
 		c.queued = append(c.queued, m)
 		return
@@ -79,13 +84,60 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 			Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: ttl,
 		}},
 		Deadline: c.deadline,
-		MaxDelay: renewBatchWait(c.renewEvery, replies),
 	})
-	c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = a.seq, a.now, ttl, replies
+	a.renewing(a.seq, a.now, ttl, replies)
+}
+
+// renewing moves to state renewing, with the renewal seq, sent at sent, in
+// flight.
+func (a *leaseActor) renewing(seq uint64, sent time.Time, ttl time.Duration, replies []chan<- error) {
+	c := a.cur
+	a.state = renewing
+	c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = seq, sent, ttl, replies
+}
+
+// scheduleRenewal hands the holding's next renewal to the renewer: it goes by
+// due, or up to slack earlier to share a round trip with others.
+func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
+	c := a.cur
+	a.seq++
+	c.next.call = messages.Renewal{Seq: a.seq, ReplyTo: a.self, Deadline: c.deadline,
+		Renew: backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}}
+	a.renewer.schedule(&c.next, due, slack)
+}
+
+// takeBackRenewal cancels the renewal handed to the renewer, if any. One the
+// renewer has sent already is the renewal in flight from then on (state
+// renewing), its answer awaited like any other.
+func (a *leaseActor) takeBackRenewal() {
+	c := a.cur
+	if c.next.call.Seq == 0 {
+		return
+	}
+	if sent, wasSent := a.renewer.cancel(&c.next); wasSent {
+		a.renewing(c.next.call.Seq, sent, c.ttl, nil)
+	}
+	c.next.call.Seq = 0
+}
+
+// renewSlack is how early an automatic renewal may go to join a batch: a
+// tenth of the renewal period (the spread shortens periods by as much), at
+// most the configured batching delay.
+func (a *leaseActor) renewSlack() time.Duration {
+	d := a.cfg.RenewBatchDelay
+	if d <= 0 {
+		d = DefaultRenewBatchDelay
+	}
+	return min(d, a.cur.renewEvery/10)
 }
 
 func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult) {
 	c := a.cur
+	if c != nil && a.state == held && r.Seq == c.next.call.Seq {
+		// The answer to the renewal the renewer sent.
+		a.renewing(r.Seq, a.renewer.sentAt(&c.next), c.ttl, nil)
+		c.next.call.Seq = 0
+	}
 	if a.state != renewing || r.Seq != c.renewSeq {
 		return // the holding ended meanwhile
 	}
@@ -99,8 +151,8 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		c.deadline = localDeadline(c.renewSent, c.renewTTL)
 		c.h.SetDeadline(c.deadline, a.now)
 		c.pickup = false
-		if c.auto {
-			c.nextRenew = a.now.Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL)))
+		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
+			a.scheduleRenewal(a.now.Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL))), a.renewSlack())
 		}
 		a.armHold()
 		sendAll(replies, nil)
@@ -112,9 +164,8 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
 			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
-		if c.auto || c.pickup {
-			c.nextRenew = time.Now().Add(renewRetryDelay(time.Until(c.deadline)))
-			a.armHold()
+		if (c.auto || c.pickup) && len(c.queued) == 0 {
+			a.scheduleRenewal(time.Now().Add(renewRetryDelay(time.Until(c.deadline))), 0)
 		}
 	}
 	if q := c.queued; len(q) > 0 {
@@ -131,37 +182,23 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	}
 }
 
-// onHoldTick loses the holding at its local deadline, and otherwise starts
-// the renewal that is due.
+// onHoldTick loses the holding at its local deadline (a tick that comes early,
+// after a renewal moved the deadline, re-arms).
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
-	c, now := a.cur, a.now
-	if !now.Before(c.deadline) {
+	if !a.now.Before(a.cur.deadline) {
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 		return
-	}
-	if !c.nextRenew.IsZero() && !now.Before(c.nextRenew) {
-		c.nextRenew = time.Time{}
-		if a.state == held { // else the renewal in flight schedules the next
-			a.startRenew(ctx, c.ttl, nil)
-		}
 	}
 	a.armHold()
 }
 
-// armHold arms the holding's one timer for its next event.
+// armHold arms the holding's alarm for its local deadline. (Its renewals are
+// the renewer's.)
 func (a *leaseActor) armHold() {
-	c := a.cur
-	if c == nil {
-		return
-	}
-	at := c.deadline
-	if !c.nextRenew.IsZero() && c.nextRenew.Before(at) {
-		at = c.nextRenew
-	}
 	if a.holdA == nil {
 		a.holdA = newAlarm(a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
 	}
-	a.clock.arm(a.holdA, at)
+	a.clock.arm(a.holdA, a.cur.deadline)
 }
 
 // lose ends the current holding as lost, tells the subscribers, and releases
@@ -187,6 +224,9 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 // state on (a release follows).
 func (a *leaseActor) end(err error, lost bool) {
 	c := a.cur
+	if c.next.call.Seq != 0 {
+		a.renewer.cancel(&c.next) // an answer already on its way is stale
+	}
 	a.cur = nil
 	a.state = idle
 	a.clock.disarm(a.holdA)

@@ -38,16 +38,6 @@ func spread(d time.Duration) time.Duration {
 	return d - rand.N(d/10)
 }
 
-// renewBatchWait is how long a renewal may wait to join a batch: a tenth of
-// the renewal period for automatic ones (so a lone lease is never late by
-// more than that), nothing for one a caller of Lease.Renew waits for.
-func renewBatchWait(renewEvery time.Duration, callers []chan<- error) time.Duration {
-	if len(callers) > 0 {
-		return 0
-	}
-	return renewEvery / 10
-}
-
 // renewRetryDelay is the pause before retrying an unconfirmed renewal: a
 // quarter of the time left, at most a second, so several tries fit before the
 // deadline.

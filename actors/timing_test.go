@@ -64,10 +64,4 @@ func TestSpreadAndRenewDelays(t *testing.T) {
 	if d := renewRetryDelay(0); d <= 0 {
 		t.Errorf("renewRetryDelay(0) = %v", d)
 	}
-	if d := renewBatchWait(time.Second, nil); d != 100*time.Millisecond {
-		t.Errorf("renewBatchWait = %v", d)
-	}
-	if d := renewBatchWait(time.Second, []chan<- error{nil}); d != 0 {
-		t.Errorf("an explicit Renew waits %v for a batch", d)
-	}
 }

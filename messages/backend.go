@@ -15,9 +15,7 @@ import (
 
 // BackendCall asks for one backend call. The backend actor coalesces the
 // calls that are ready at the same moment into one round trip on a
-// backend.Batcher, and renewals into one RenewBatch on a backend.BatchRenewer
-// (a renewal may wait for company at most MaxDelay); every call is answered on
-// its own.
+// backend.Batcher; every call is answered on its own.
 //
 // An acquire carries the waiting caller's Ctx: its end cancels the call when
 // it runs alone. A renewal carries the lease's local Deadline: an answer after
@@ -31,7 +29,6 @@ type BackendCall struct {
 	Call     backend.Call
 	Ctx      context.Context
 	Deadline time.Time
-	MaxDelay time.Duration
 	ReplyTo  *actor.PID
 }
 
@@ -43,10 +40,23 @@ type BackendResult struct {
 	Err   error
 }
 
-// FlushTick (backend actor → itself): time to send the renewals waiting for a
-// batch.
-type FlushTick struct{ Gen uint64 }
+// RenewBatch (the renewer → backend actor): the renewals that lease actors
+// handed to the renewer and that are due now, for one RenewBatch round trip
+// on a backend.BatchRenewer (one call each on other backends). Each is
+// answered to its lease actor with a BackendResult, as if it had been sent
+// alone. The renewer owns the due times, so that a renewal costs its lease
+// actor no tick and no call message: it hears only the answer.
+type RenewBatch struct{ Renewals []Renewal }
+
+// Renewal is one renewal of a RenewBatch: Seq and Deadline as in a
+// BackendCall, answered to ReplyTo.
+type Renewal struct {
+	Seq      uint64
+	Renew    backend.RenewRequest
+	Deadline time.Time
+	ReplyTo  *actor.PID
+}
 
 func (*BackendCall) IgnoreDeadLetterLogging()   {}
 func (*BackendResult) IgnoreDeadLetterLogging() {}
-func (*FlushTick) IgnoreDeadLetterLogging()     {}
+func (*RenewBatch) IgnoreDeadLetterLogging()    {}

@@ -9,8 +9,8 @@ import (
 // or re-armed since carries an older generation and is ignored, so a late tick
 // can never act on newer state.
 
-// HoldTick: the holding's one timer, armed for the earlier of its next
-// renewal and its local deadline.
+// HoldTick: the holding's local deadline (its renewals are the renewer's;
+// see RenewBatch).
 type HoldTick struct{ Gen uint64 }
 
 // RetryTick: time for the head waiter to try again (poll backoff, bounded by

@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/messages"
+)
+
+// sink collects what a renewer sends.
+func sink(t *testing.T, size int) (*renewer, <-chan []messages.Renewal) {
+	t.Helper()
+	got := make(chan []messages.Renewal, 100)
+	r := newRenewer(size, func(b []messages.Renewal) { got <- b })
+	t.Cleanup(r.stop)
+	return r, got
+}
+
+func newRenewal(seq uint64) *renewal {
+	return &renewal{index: -1, call: messages.Renewal{Seq: seq}}
+}
+
+// Renewals that may go early go with the one that is due, in batches of at
+// most size; none goes before its early bound.
+func TestRenewerBatchesWhatMayGoEarly(t *testing.T) {
+	r, got := sink(t, 2)
+	now := time.Now()
+	a, b, c := newRenewal(1), newRenewal(2), newRenewal(3)
+	r.schedule(c, now.Add(time.Hour), time.Hour)   // may go at once, but is not due
+	r.schedule(b, now.Add(time.Hour), 2*time.Hour) // may go at once too
+	r.schedule(a, now.Add(20*time.Millisecond), 0) // due first: its firing takes them all
+	first, second := <-got, <-got
+	if len(first) != 2 || len(second) != 1 {
+		t.Fatalf("batches of %d and %d, want 2 and 1 (size 2)", len(first), len(second))
+	}
+	if first[0].Seq != 1 {
+		t.Errorf("the due renewal went as %d, want first", first[0].Seq)
+	}
+	for _, n := range []*renewal{a, b, c} {
+		sent := r.sentAt(n)
+		if sent.IsZero() || sent.Before(n.early) {
+			t.Errorf("renewal %d sent at %v, before %v", n.call.Seq, sent, n.early)
+		}
+	}
+}
+
+// A renewal that may not go early waits for its time, even when another goes.
+func TestRenewerKeepsWhatMayNotGoEarly(t *testing.T) {
+	r, got := sink(t, 10)
+	a, b := newRenewal(1), newRenewal(2)
+	r.schedule(b, time.Now().Add(time.Hour), 0)
+	r.schedule(a, time.Now(), 0)
+	if batch := <-got; len(batch) != 1 || batch[0].Seq != 1 {
+		t.Fatalf("sent %v, want renewal 1 alone", batch)
+	}
+	if sent, wasSent := r.cancel(b); wasSent || !sent.IsZero() {
+		t.Errorf("renewal 2 was sent an hour early (at %v)", sent)
+	}
+}
+
+// cancel takes back a scheduled renewal (it is never sent), and reports one
+// already sent with its time.
+func TestRenewerCancel(t *testing.T) {
+	r, got := sink(t, 10)
+	a, b := newRenewal(1), newRenewal(2)
+	r.schedule(a, time.Now().Add(time.Hour), 0)
+	if _, wasSent := r.cancel(a); wasSent {
+		t.Fatal("a renewal taken back before its time counts as sent")
+	}
+	r.schedule(b, time.Now(), 0)
+	if batch := <-got; len(batch) != 1 || batch[0].Seq != 2 {
+		t.Fatalf("sent %v, want renewal 2 alone (1 was taken back)", batch)
+	}
+	sent, wasSent := r.cancel(b)
+	if !wasSent || sent.IsZero() {
+		t.Errorf("cancel after the send = %v, %v; want its send time, true", sent, wasSent)
+	}
+	// Rescheduled, it goes again.
+	r.schedule(a, time.Now(), 0)
+	if batch := <-got; len(batch) != 1 || batch[0].Seq != 1 {
+		t.Fatalf("sent %v, want renewal 1", batch)
+	}
+}
