@@ -14,15 +14,18 @@
 //     live leases rather than every name ever used, and runs Close;
 //   - the backend actor (backend_actor.go) owns the Backend and runs its calls
 //     off the mailbox, coalescing the calls that are ready together into one
-//     round trip (coalesce.go) and renewals into batches (renew_batcher.go);
+//     round trip (coalesce.go), and makes the renewers' batches;
+//   - the renewers (renewer.go) own the due times of the holdings'
+//     renewals: a heap and a timer per shard send what is due as one batch,
+//     and a lease actor hears only the answer;
 //   - the event hub (hub.go) fans loss events out to subscribers without
 //     blocking.
 //
 // Every actor runs on the goroutine that sends it a message while it is idle
 // (dispatcher.go): an uncontended acquire on the memory backend wakes no
 // goroutine at all. The messages they exchange are all in package messages.
-// Holdings' renewals and local deadlines share a few heap-ordered timers
-// (alarms.go), one per core or so; the
+// Holdings' local deadlines share a few heap-ordered timers (alarms.go), one
+// per core or so, and their renewals the renewers' timers; the
 // other timers are scheduler.SendOnce re-armed with a generation number
 // (never SetReceiveTimeout or SendRepeatedly, which race in protoactor-go),
 // and every timer is cancelled when its actor stops.
