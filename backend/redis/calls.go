@@ -11,9 +11,9 @@ import (
 )
 
 // scriptCall is one run of a script for one name (renew_many's, for
-// several): what to send and, once run, what came back. The single calls and the batches build and read it
-// the same way, so a request means the same thing, and its reply is parsed
-// by the same code, whichever way it travels.
+// several): what to send and, once run, what came back. The single calls and
+// the batches build and read it the same way, so a request means the same
+// thing, and its reply is parsed by the same code, whichever way it travels.
 type scriptCall struct {
 	script *goredis.Script
 	// name is the lease name: calls on one name keep their order. A call on
