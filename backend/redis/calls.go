@@ -10,16 +10,19 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// scriptCall is one run of a script for one name: what to send and, once
-// run, what came back. The single calls and the batches build and read it
-// the same way, so a request means the same thing, and its reply is parsed
-// by the same code, whichever way it travels.
+// scriptCall is one run of a script for one name (renew_many's, for
+// several): what to send and, once run, what came back. The single calls and
+// the batches build and read it the same way, so a request means the same
+// thing, and its reply is parsed by the same code, whichever way it travels.
 type scriptCall struct {
 	script *goredis.Script
-	// name is the lease name: calls on one name keep their order.
-	name string
-	keys []string
-	args []any
+	// name is the lease name: calls on one name keep their order. A call on
+	// several names (renew_many) has them in names instead, in the order of
+	// its keys.
+	name  string
+	names []string
+	keys  []string
+	args  []any
 	// confirm marks a write that replica confirmation (WAIT) must confirm:
 	// an acquire or a renewal, not a release.
 	confirm bool
@@ -85,8 +88,31 @@ func (b *Backend) renewCall(r backend.RenewRequest) scriptCall {
 	return scriptCall{
 		script: renewScript, name: r.Key, confirm: true,
 		keys: []string{b.LeaseKey(r.Key)},
-		args: []any{r.Owner, r.Attempt, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL)},
+		args: appendRenewArgs(make([]any, 0, 4), r),
 	}
+}
+
+// renewManyCall is the renew_many script for the requests of rs at idx,
+// whose lease keys are at the same places in keys: renewCall's keys and
+// arguments for each, one after the other.
+func renewManyCall(rs []backend.RenewRequest, keys []string, idx []int) scriptCall {
+	c := scriptCall{
+		script: renewManyScript, confirm: true,
+		names: make([]string, len(idx)),
+		keys:  make([]string, len(idx)),
+		args:  make([]any, 0, 4*len(idx)),
+	}
+	for j, i := range idx {
+		c.names[j], c.keys[j] = rs[i].Key, keys[i]
+		c.args = appendRenewArgs(c.args, rs[i])
+	}
+	return c
+}
+
+// appendRenewArgs appends the renew script's arguments for r to args
+// (renew_many takes the same four per renewal).
+func appendRenewArgs(args []any, r backend.RenewRequest) []any {
+	return append(args, r.Owner, r.Attempt, strconv.FormatUint(r.Token, 10), ttlMillis(r.TTL))
 }
 
 // releaseCall is the release script for r.
@@ -140,6 +166,13 @@ func (b *Backend) unconfirmedAnswer(r backend.AcquireRequest, acked int64, relea
 // renewAnswer reads the outcome of a renew call as Renew answers it.
 func (b *Backend) renewAnswer(ctx context.Context, r backend.RenewRequest, c *scriptCall) (backend.Grant, error) {
 	reply, err := c.result()
+	return b.renewResult(ctx, r, reply, err, c.acked)
+}
+
+// renewResult is the answer to r given the script's reply for it (renew's
+// whole reply, or its element of renew_many's) or the error in its place,
+// and the replicas that acknowledged it.
+func (b *Backend) renewResult(ctx context.Context, r backend.RenewRequest, reply any, err error, acked int64) (backend.Grant, error) {
 	if err != nil {
 		b.reloadAfter(ctx, err)
 		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, err)
@@ -154,8 +187,8 @@ func (b *Backend) renewAnswer(ctx context.Context, r backend.RenewRequest, c *sc
 		}
 		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (held by %q)", r.Key, backend.ErrNotHeld, holder)
 	}
-	if b.cfg.replicas > 0 && c.acked < int64(b.cfg.replicas) {
-		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (%d of %d replicas)", r.Key, ErrNotConfirmed, c.acked, b.cfg.replicas)
+	if b.cfg.replicas > 0 && acked < int64(b.cfg.replicas) {
+		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w (%d of %d replicas)", r.Key, ErrNotConfirmed, acked, b.cfg.replicas)
 	}
 	g.Token = r.Token
 	return g, nil

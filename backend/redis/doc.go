@@ -121,12 +121,14 @@
 // A server that forgot the scripts (restart, failover, SCRIPT FLUSH) gets
 // them loaded and the calls it refused sent again.
 //
-// Backend implements backend.BatchRenewer: RenewBatch sends the renew script
-// for many holdings in one pipelined round trip, with per-lease results, and
+// Backend implements backend.BatchRenewer: RenewBatch renews many holdings
+// in one pipelined round trip, up to 500 in each script call (renew_many,
+// which renews each as the renew script does), with per-lease results, and
 // fails as a whole when the round trip cannot be confirmed. On Cluster the
 // batch is split by the master of each name's slot, one pipeline per master
-// (with its own WAIT under replica confirmation), in parallel: a master that
-// is down leaves only its own renewals unconfirmed.
+// (with its own WAIT under replica confirmation), in parallel, one script
+// call per slot (the keys of one call must share a slot): a master that is
+// down leaves only its own renewals unconfirmed.
 //
 // # Failover
 //

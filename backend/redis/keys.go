@@ -65,3 +65,40 @@ func (b *Backend) HandOffChannel(addr string) string {
 func (b *Backend) handOffPrefix() string {
 	return b.cfg.prefix + "handoff:"
 }
+
+// clusterSlots is the number of hash slots of every Redis Cluster.
+const clusterSlots = 16384
+
+// keySlot returns the Cluster slot of key as Redis computes it: the CRC16
+// (XMODEM) of its hash tag, the text between its first "{" and the next "}"
+// when that is not empty, else of the whole key, modulo 16384. RenewBatch
+// groups renewals by it: the keys of one script call must share a slot.
+func keySlot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if n := strings.IndexByte(key[open+1:], '}'); n > 0 {
+			key = key[open+1 : open+1+n]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
+	}
+	return int(crc) % clusterSlots
+}
+
+// crc16Table is the table of CRC16-XMODEM (polynomial 0x1021), the CRC of
+// Redis Cluster's key slots.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[i] = crc
+	}
+	return t
+}()

@@ -26,9 +26,10 @@ type pipeClient interface {
 // cache was flushed) answers NOSCRIPT and runs nothing: the scripts are loaded
 // through via, and the calls refused are sent again, in their order, in a
 // second pipeline with its own WAIT. A refused call is not sent again when a
-// later call on the same name did run (only a flush in the middle of the
-// pipeline can do that): it would run out of order, so it keeps its error,
-// which the caller treats as a fault.
+// later call on one of its names did run (only a flush, or another client's
+// load of the script, in the middle of the pipeline can do that): it would
+// run out of order, so it keeps its error, which the caller treats as a
+// fault.
 func (b *Backend) runPipeline(ctx context.Context, via pipeClient, calls []*scriptCall, wait bool) {
 	pending := calls
 	for attempt := 0; ; attempt++ {
@@ -67,27 +68,38 @@ func (b *Backend) runPipeline(ctx context.Context, via pipeClient, calls []*scri
 }
 
 // refusedForNoScript returns, in order, the calls refused with NOSCRIPT that
-// no later call on the same name overtook.
+// no later call on any of the same names overtook.
 func refusedForNoScript(calls []*scriptCall) []*scriptCall {
+	noScript := func(c *scriptCall) bool { return goredis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") }
+	if !slices.ContainsFunc(calls, noScript) {
+		return nil // the usual case: no set of the names to build
+	}
 	var (
 		refused []*scriptCall
-		ran     map[string]bool
+		ran     = map[string]bool{}
 	)
 	for i := len(calls) - 1; i >= 0; i-- {
 		c := calls[i]
-		if !goredis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			if ran == nil {
-				ran = map[string]bool{}
+		if !noScript(c) {
+			for _, name := range c.nameList() {
+				ran[name] = true
 			}
-			ran[c.name] = true
 			continue
 		}
-		if !ran[c.name] {
+		if !slices.ContainsFunc(c.nameList(), func(name string) bool { return ran[name] }) {
 			refused = append(refused, c)
 		}
 	}
 	slices.Reverse(refused)
 	return refused
+}
+
+// nameList returns the names c works on.
+func (c *scriptCall) nameList() []string {
+	if c.names != nil {
+		return c.names
+	}
+	return []string{c.name}
 }
 
 // loadScripts loads every script calls use, once each. A ClusterClient loads

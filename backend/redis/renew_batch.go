@@ -1,9 +1,11 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -13,9 +15,19 @@ import (
 
 var _ backend.BatchRenewer = (*Backend)(nil)
 
+// maxRenewChunk bounds the renewals of one renew_many call. A script blocks
+// the server while it runs, and each renewal costs it an HMGET and a
+// PEXPIREAT (about 0.5 µs each, scripts/CONTRACT.md) and a little Lua: 500
+// keep one call near half a millisecond, the order of one slow command,
+// while the costs of a call (the server's dispatch of it; the client's
+// building, writing and parsing of one command) are shared by hundreds of
+// renewals, which is where the saving is. (An estimate from those figures,
+// not a measurement.) A larger batch goes in several calls, in one pipeline.
+const maxRenewChunk = 500
+
 // RenewBatch renews every request in one pipelined round trip (one per
-// Cluster node) and returns one result per request, in order: a Grant, or an
-// error wrapping backend.ErrNotHeld (the holding no longer exists),
+// Cluster master) and returns one result per request, in order: a Grant, or
+// an error wrapping backend.ErrNotHeld (the holding no longer exists),
 // backend.ErrInvalidRequest (that request breaks the limits; it is not sent),
 // ErrNotConfirmed (too few replicas acknowledged), a Redis error reply for
 // that lease alone, or, on Cluster, the fault of the one node that could not
@@ -23,6 +35,12 @@ var _ backend.BatchRenewer = (*Backend)(nil)
 // error means the batch as a whole could not be confirmed (a network fault on
 // every node, the context ending); then no result is returned and the caller
 // must treat every renewal as unconfirmed.
+//
+// The renewals travel in renew_many calls (scripts/CONTRACT.md) of up to 500
+// each, not one call each: each renewal is answered as the renew script
+// answers it, but the client builds and parses one command per call. On
+// Cluster, where the keys of one call must share a slot, a call carries the
+// renewals of one slot.
 //
 // With replica confirmation on a single node or Sentinel client, one WAIT at
 // the end of the pipeline confirms the whole batch. On Cluster the requests
@@ -35,50 +53,133 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		return nil, err
 	}
 	results := make([]backend.RenewResult, len(rs))
-	calls := make([]scriptCall, len(rs))
-	var sent []int // indexes in rs of the requests sent
+	keys := make([]string, len(rs)) // the lease keys of the requests sent
+	var sent []int                  // indexes in rs of the requests sent
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			results[i].Err = err
 			continue
 		}
-		calls[i] = b.renewCall(r)
+		keys[i] = b.LeaseKey(r.Key)
 		sent = append(sent, i)
 	}
 	if len(sent) == 0 {
 		return results, nil
 	}
 	if cc, ok := b.client.(*goredis.ClusterClient); ok {
-		return b.renewPerMaster(ctx, cc, rs, calls, sent, results)
+		return b.renewPerMaster(ctx, cc, rs, keys, sent, results)
 	}
 	var via pipeClient = b.client
 	if b.cfg.replicas > 0 {
-		node, err := b.primary(ctx, calls[sent[0]].keys[0])
+		node, err := b.primary(ctx, keys[sent[0]])
 		if err != nil {
 			return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
 		}
 		via = node
 	}
-	if err := b.renewRound(ctx, via, pointers(calls, sent)); err != nil {
+	chunks := renewChunks(rs, keys, sent, false)
+	if err := b.renewRound(ctx, via, chunks); err != nil {
 		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
 	}
-	b.fillRenewals(ctx, results, rs, calls, sent)
+	b.fillRenewals(ctx, results, rs, chunks)
 	return results, nil
 }
 
-// fillRenewals turns the outcomes of the renewals sent into results.
-func (b *Backend) fillRenewals(ctx context.Context, results []backend.RenewResult, rs []backend.RenewRequest, calls []scriptCall, sent []int) {
-	for _, i := range sent {
-		results[i].Grant, results[i].Err = b.renewAnswer(ctx, rs[i], &calls[i])
+// renewChunk is one renew_many call and the renewals it carries.
+type renewChunk struct {
+	call scriptCall
+	// idx are the indexes in the batch's requests of its renewals, in the
+	// order of the call's keys and of its reply.
+	idx []int
+}
+
+// renewChunks puts the renewals of rs at idx (keys holds their lease keys at
+// the same indexes) in renew_many calls of at most maxRenewChunk each, in
+// order. With bySlot (Cluster: the keys of one call must share a slot) each
+// call carries the renewals of one slot, the slots in order of their number:
+// the renewals of one slot, and so of one name, keep their order.
+func renewChunks(rs []backend.RenewRequest, keys []string, idx []int, bySlot bool) []renewChunk {
+	if !bySlot {
+		return appendChunks(nil, rs, keys, idx)
+	}
+	type slotted struct{ slot, i int }
+	bySlots := make([]slotted, len(idx))
+	for j, i := range idx {
+		bySlots[j] = slotted{keySlot(keys[i]), i}
+	}
+	slices.SortStableFunc(bySlots, func(a, b slotted) int { return cmp.Compare(a.slot, b.slot) })
+	sorted := make([]int, len(idx))
+	for j, s := range bySlots {
+		sorted[j] = s.i
+	}
+	var chunks []renewChunk
+	for start := 0; start < len(sorted); {
+		end := start + 1
+		for end < len(sorted) && bySlots[end].slot == bySlots[start].slot {
+			end++
+		}
+		chunks = appendChunks(chunks, rs, keys, sorted[start:end])
+		start = end
+	}
+	return chunks
+}
+
+// appendChunks appends to chunks the renewals at idx, cut in calls of at
+// most maxRenewChunk.
+func appendChunks(chunks []renewChunk, rs []backend.RenewRequest, keys []string, idx []int) []renewChunk {
+	for len(idx) > 0 {
+		n := min(len(idx), maxRenewChunk)
+		chunks = append(chunks, renewChunk{call: renewManyCall(rs, keys, idx[:n]), idx: idx[:n]})
+		idx = idx[n:]
+	}
+	return chunks
+}
+
+// fillRenewals turns the outcomes of the chunks sent into results: each
+// renewal is answered as renewAnswer answers a renew call, from its own
+// element of its call's reply.
+func (b *Backend) fillRenewals(ctx context.Context, results []backend.RenewResult, rs []backend.RenewRequest, chunks []renewChunk) {
+	for k := range chunks {
+		c, idx := &chunks[k].call, chunks[k].idx
+		// The call's own error (a fault, NOSCRIPT that could not be mended,
+		// a reply of the wrong shape) is every renewal's in it.
+		err := c.cmd.Err()
+		replies, ok := c.cmd.Val().([]any)
+		switch {
+		case err != nil:
+		case !ok:
+			err = fmt.Errorf("%w: %v", errReply, c.cmd.Val())
+		case len(replies) != len(idx):
+			err = fmt.Errorf("%w: %d answers to %d renewals", errReply, len(replies), len(idx))
+		}
+		for j, i := range idx {
+			var reply any
+			rerr := err
+			if rerr == nil {
+				reply = replies[j]
+				// A Redis error reply answers this renewal alone; only
+				// then does the WAIT's fault count, as in c.result.
+				if e, isErr := reply.(error); isErr {
+					rerr = e
+				} else if c.waitErr != nil {
+					rerr = fmt.Errorf("WAIT: %w", c.waitErr)
+				}
+			}
+			results[i].Grant, results[i].Err = b.renewResult(ctx, rs[i], reply, rerr, c.acked)
+		}
 	}
 }
 
-// renewRound sends calls, and WAIT when confirmation is on, in one pipeline on
-// via (a second one when the server had to be given the script). It returns an
-// error when no renewal got an answer from Redis (a fault of the whole link)
-// or when WAIT failed; a fault met by only some renewals (one Cluster node
-// down) stays in their calls.
-func (b *Backend) renewRound(ctx context.Context, via pipeClient, calls []*scriptCall) error {
+// renewRound sends the chunks' calls, and WAIT when confirmation is on, in
+// one pipeline on via (a second one when the server had to be given the
+// script). It returns an error when no call got an answer from Redis (a fault
+// of the whole link) or when WAIT failed; a fault met by only some calls (one
+// Cluster node down) stays in their calls.
+func (b *Backend) renewRound(ctx context.Context, via pipeClient, chunks []renewChunk) error {
+	calls := make([]*scriptCall, len(chunks))
+	for k := range chunks {
+		calls[k] = &chunks[k].call
+	}
 	b.runPipeline(ctx, via, calls, b.cfg.replicas > 0)
 	answered := false
 	var fault, waitFault error
@@ -102,19 +203,21 @@ func (b *Backend) renewRound(ctx context.Context, via pipeClient, calls []*scrip
 }
 
 // renewPerMaster is RenewBatch on Cluster. The renewals are grouped by the
-// master of their slot and each group is pipelined to that master, with its
-// own WAIT when confirmation is on (one WAIT speaks only for the node and
-// connection it runs on), the groups in parallel. A group whose master cannot
-// be reached leaves its renewals unconfirmed and the others alone, and makes
-// the client reload the slot map, so that the next batch finds the replica
-// that took over. (A ClusterClient's own pipeline waits for every node, and
-// retries a dead one for seconds, which would cost the live masters' leases.)
+// master of their slot and each group is pipelined to that master, one
+// renew_many call per slot (several for a slot of more than maxRenewChunk),
+// with its own WAIT when confirmation is on (one WAIT speaks only for the
+// node and connection it runs on), the groups in parallel. A group whose
+// master cannot be reached leaves its renewals unconfirmed and the others
+// alone, and makes the client reload the slot map, so that the next batch
+// finds the replica that took over. (A ClusterClient's own pipeline waits for
+// every node, and retries a dead one for seconds, which would cost the live
+// masters' leases.)
 func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient, rs []backend.RenewRequest,
-	calls []scriptCall, sent []int, results []backend.RenewResult) ([]backend.RenewResult, error) {
+	keys []string, sent []int, results []backend.RenewResult) ([]backend.RenewResult, error) {
 	groups := map[*goredis.Client][]int{}
 	var order []*goredis.Client
 	for _, i := range sent {
-		node, err := cc.MasterForKey(ctx, calls[i].keys[0])
+		node, err := cc.MasterForKey(ctx, keys[i])
 		if err != nil {
 			results[i].Err = fmt.Errorf("redis: renew %q: %w", rs[i].Key, err)
 			continue
@@ -129,7 +232,8 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 	for g, node := range order {
 		wg.Go(func() {
 			idx := groups[node]
-			if err := b.renewRound(ctx, node, pointers(calls, idx)); err != nil {
+			chunks := renewChunks(rs, keys, idx, true)
+			if err := b.renewRound(ctx, node, chunks); err != nil {
 				faults[g] = err
 				b.reloadAfter(ctx, err)
 				for _, i := range idx {
@@ -137,7 +241,7 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 				}
 				return
 			}
-			b.fillRenewals(ctx, results, rs, calls, idx)
+			b.fillRenewals(ctx, results, rs, chunks)
 		})
 	}
 	wg.Wait()
@@ -145,15 +249,6 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), errors.Join(faults...))
 	}
 	return results, nil
-}
-
-// pointers returns the calls at idx.
-func pointers(calls []scriptCall, idx []int) []*scriptCall {
-	ps := make([]*scriptCall, len(idx))
-	for j, i := range idx {
-		ps[j] = &calls[i]
-	}
-	return ps
 }
 
 func countErrs(errs []error) int {

@@ -21,6 +21,8 @@ var (
 	acquireSrc string
 	//go:embed scripts/renew.lua
 	renewSrc string
+	//go:embed scripts/renew_many.lua
+	renewManySrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/inspect.lua
@@ -35,6 +37,9 @@ var (
 	releaseScript = goredis.NewScript(withQueue(releaseSrc))
 	inspectScript = goredis.NewScript(inspectSrc)
 	revokeScript  = goredis.NewScript(withQueue(revokeSrc))
+	// renewManyScript is RenewBatch's: renew.lua for many holdings in one
+	// call.
+	renewManyScript = goredis.NewScript(renewManySrc)
 )
 
 // withQueue puts the queue's shared code (queue.lua) where src says
