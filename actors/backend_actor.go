@@ -21,7 +21,7 @@ const releaseTimeout = 10 * time.Second
 // backendActor owns the Backend: it makes the calls off its mailbox, on a few
 // long-lived workers (a goroutine of its own for a call when all are busy),
 // coalesces the calls that are ready together into one round trip on a
-// backend.Batcher (coalesce.go), makes the renewers' batches (renewer.go),
+// backend.Batcher (coalesce.go), makes the renewer's batches (renewer.go),
 // and keeps the one release watch. (Lease actors call an
 // Immediate backend themselves.) Stopping cancels every call in flight and
 // Engine.Stop waits for it, so nothing outlives the Manager.

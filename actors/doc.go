@@ -14,10 +14,10 @@
 //     live leases rather than every name ever used, and runs Close;
 //   - the backend actor (backend_actor.go) owns the Backend and runs its calls
 //     off the mailbox, coalescing the calls that are ready together into one
-//     round trip (coalesce.go), and makes the renewers' batches;
-//   - the renewers (renewer.go) own the due times of the holdings'
-//     renewals: a heap and a timer per shard send what is due as one batch,
-//     and a lease actor hears only the answer;
+//     round trip (coalesce.go), and makes the renewer's batches;
+//   - the renewer (renewer.go) owns the due times of the holdings'
+//     renewals: its heap and timer send what is due as one batch, and a
+//     lease actor hears only the answer;
 //   - the event hub (hub.go) fans loss events out to subscribers without
 //     blocking.
 //
@@ -25,7 +25,7 @@
 // (dispatcher.go): an uncontended acquire on the memory backend wakes no
 // goroutine at all. The messages they exchange are all in package messages.
 // Holdings' local deadlines share a few heap-ordered timers (alarms.go), one
-// per core or so, and their renewals the renewers' timers; the
+// per core or so, and their renewals the renewer's timer; the
 // other timers are scheduler.SendOnce re-armed with a generation number
 // (never SetReceiveTimeout or SendRepeatedly, which race in protoactor-go),
 // and every timer is cancelled when its actor stops.

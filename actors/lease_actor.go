@@ -49,7 +49,7 @@ type leaseActor struct {
 	cur     *holding // states held and renewing
 	clock   *alarms  // the alarm heap of this key (Engine.alarmsFor)
 	holdA   *alarm   // the holding's local deadline, in clock
-	renewer *renewer // of this key (Engine.renewerFor)
+	renewer *renewer // the Manager's (Engine.renewer)
 
 	rel         releaseInFlight // state releasing
 	unconfirmed []*pendingRelease
@@ -67,7 +67,7 @@ type leaseActor struct {
 func newLeaseActor(e *Engine, en *entry) actor.Actor {
 	_, immediate := e.cfg.Backend.(backend.Immediate)
 	return &leaseActor{e: e, cfg: e.cfg, entry: en, key: en.key, immediate: immediate,
-		clock: e.alarmsFor(en.key), renewer: e.renewerFor(en.key)}
+		clock: e.alarmsFor(en.key), renewer: e.renewer}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {

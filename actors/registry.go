@@ -29,11 +29,12 @@ type Engine struct {
 	// alarms serve the holdings' renewals and deadlines; a lease actor uses
 	// the one its key hashes to, so that cores do not meet on one heap.
 	alarms []*alarms
-	// renewers own the due times of the holdings' renewals, sharded the
-	// same way.
-	renewers []*renewer
-	hub      *actor.PID
-	backend  *actor.PID
+	// renewer owns the due times of the holdings' renewals. One per
+	// Manager: every heap of its own would send a batch of its own, and
+	// round trips would grow with the shards.
+	renewer *renewer
+	hub     *actor.PID
+	backend *actor.PID
 	// registry is the parent of nothing (lease actors are spawned from the
 	// root: protoactor's child set keeps a stopped child's PID, and through
 	// it the whole actor, in its backing array) but the supervisor of all.
@@ -75,11 +76,9 @@ func Start(root *actor.RootContext, cfg *Config) *Engine {
 	}
 	e.hub = root.Spawn(props(newHub))
 	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG) }))
-	for range e.alarms {
-		e.renewers = append(e.renewers, newRenewer(cfg.RenewBatchSize, func(b []messages.Renewal) {
-			root.Send(e.backend, &messages.RenewBatch{Renewals: b})
-		}))
-	}
+	e.renewer = newRenewer(cfg.RenewBatchSize, func(b []messages.Renewal) {
+		root.Send(e.backend, &messages.RenewBatch{Renewals: b})
+	})
 	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
 	// a lease actor sees a few messages per renewal period, so its lower
 	// peak throughput does not matter.
@@ -101,13 +100,8 @@ func (e *Engine) spawnLease(en *entry) *actor.PID {
 }
 
 // alarmsFor is the alarm heap of key's holdings.
-func (e *Engine) alarmsFor(key string) *alarms { return e.alarms[e.shard(key)] }
-
-// renewerFor is the renewer of key's holdings.
-func (e *Engine) renewerFor(key string) *renewer { return e.renewers[e.shard(key)] }
-
-func (e *Engine) shard(key string) uint64 {
-	return maphash.String(e.router.seed, key) % uint64(len(e.alarms))
+func (e *Engine) alarmsFor(key string) *alarms {
+	return e.alarms[maphash.String(e.router.seed, key)%uint64(len(e.alarms))]
 }
 
 // Send routes a command to key's lease actor, spawning it when spawn is set.
@@ -164,9 +158,7 @@ func (e *Engine) Stop() {
 	for _, s := range e.alarms {
 		s.stop()
 	}
-	for _, r := range e.renewers {
-		r.stop()
-	}
+	e.renewer.stop()
 	e.root.Stop(e.backend) // cancels the calls in flight
 	<-e.backDone
 	e.backWG.Wait()
