@@ -42,7 +42,7 @@ func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, 
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup,
-		next: renewal{index: -1}}
+		next: renewal{pos: -1}}
 	a.state = held
 	h.SetDeadline(a.cur.deadline, a.now)
 	a.entry.holding.Store(h)

@@ -76,7 +76,7 @@ func Start(root *actor.RootContext, cfg *Config) *Engine {
 	}
 	e.hub = root.Spawn(props(newHub))
 	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG) }))
-	e.renewer = newRenewer(cfg.RenewBatchSize, func(b []messages.Renewal) {
+	e.renewer = newRenewer(cfg.RenewBatchSize, cfg.RenewBatchDelay, func(b []messages.Renewal) {
 		root.Send(e.backend, &messages.RenewBatch{Renewals: b})
 	})
 	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;

@@ -11,13 +11,13 @@ import (
 func sink(t *testing.T, size int) (*renewer, <-chan []messages.Renewal) {
 	t.Helper()
 	got := make(chan []messages.Renewal, 100)
-	r := newRenewer(size, func(b []messages.Renewal) { got <- b })
+	r := newRenewer(size, time.Hour, func(b []messages.Renewal) { got <- b })
 	t.Cleanup(r.stop)
 	return r, got
 }
 
 func newRenewal(seq uint64) *renewal {
-	return &renewal{index: -1, call: messages.Renewal{Seq: seq}}
+	return &renewal{pos: -1, call: messages.Renewal{Seq: seq}}
 }
 
 // Renewals that may go early go with the one that is due, in batches of at
@@ -79,5 +79,30 @@ func TestRenewerCancel(t *testing.T) {
 	r.schedule(a, time.Now(), 0)
 	if batch := <-got; len(batch) != 1 || batch[0].Seq != 1 {
 		t.Fatalf("sent %v, want renewal 1", batch)
+	}
+}
+
+// Renewals scheduled and taken back in a loop (a lease acquired and released
+// before its first renewal) leave one slot behind, not one per round.
+func TestRenewerChurnKeepsOneSlot(t *testing.T) {
+	r, got := sink(t, 10)
+	n := newRenewal(1)
+	due := time.Now().Add(time.Hour)
+	for range 1000 {
+		r.schedule(n, due, 0)
+		r.cancel(n)
+	}
+	r.mu.Lock()
+	slots := len(r.slots)
+	r.mu.Unlock()
+	if slots != 1 {
+		t.Errorf("%d slots in use after 1000 schedule/cancel rounds in one slot, want 1", slots)
+	}
+	// The emptied slot goes when the timer meets it; a renewal due now
+	// still goes.
+	m := newRenewal(2)
+	r.schedule(m, time.Now(), 0)
+	if batch := <-got; len(batch) != 1 || batch[0].Seq != 2 {
+		t.Fatalf("sent %v, want renewal 2 alone", batch)
 	}
 }
