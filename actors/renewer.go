@@ -97,7 +97,7 @@ func (r *renewer) run() {
 }
 
 // slotOf is the slot of t; slotStart its first instant.
-func slotOf(t time.Time) int64      { return int64(t.Sub(epoch) / slotWidth) }
+func slotOf(t time.Time) int64       { return int64(t.Sub(epoch) / slotWidth) }
 func slotStart(slot int64) time.Time { return epoch.Add(time.Duration(slot) * slotWidth) }
 
 // epoch is the origin of the slot numbers (monotonic, like every time here).
