@@ -78,7 +78,6 @@ func (a *leaseActor) onRenew(ctx actor.Context, m *messages.Renew) {
 
 func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []chan<- error) {
 	c := a.cur
-	a.state = renewing
 	a.call(ctx, messages.BackendCall{
 		Call: backend.Call{Op: backend.OpRenew, Renew: backend.RenewRequest{
 			Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: ttl,
