@@ -45,7 +45,9 @@ var (
 
 // New returns a Backend that keeps its leases in the Redis deployment behind
 // client: a *goredis.Client (single node, or Sentinel through
-// goredis.NewFailoverClient) or a *goredis.ClusterClient. The client stays the
+// goredis.NewFailoverClient) or a *goredis.ClusterClient; any other client is
+// refused with ErrInvalidOption (a Ring moves a down shard's keys to the
+// others, where a second holder could take a name). The client stays the
 // caller's: Close does not close it.
 //
 // New checks that no server may evict leases: it reads maxmemory-policy with
@@ -77,13 +79,14 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 		return nil, fmt.Errorf("%w: replica confirmation needs replicas >= 0 and a positive timeout, got %d and %v",
 			ErrInvalidOption, cfg.replicas, cfg.confirmTimeout)
 	}
-	if cfg.replicas > 0 {
-		switch client.(type) {
-		case *goredis.Client, *goredis.ClusterClient:
-		default:
-			return nil, fmt.Errorf("%w: replica confirmation needs a *redis.Client or *redis.ClusterClient, not %T",
-				ErrInvalidOption, client)
-		}
+	switch client.(type) {
+	case *goredis.Client, *goredis.ClusterClient:
+	default:
+		// A Ring, above all: when a shard is down it moves that shard's keys
+		// to the others, where another Manager can acquire a name its
+		// holder still holds; and it loads scripts on one shard only.
+		return nil, fmt.Errorf("%w: the client must be a *redis.Client (one server, or Sentinel through NewFailoverClient) or a *redis.ClusterClient, not %T",
+			ErrInvalidOption, client)
 	}
 	if cfg.restartGrace < 0 {
 		return nil, fmt.Errorf("%w: negative restart grace %v", ErrInvalidOption, cfg.restartGrace)

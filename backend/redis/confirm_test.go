@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,13 +99,16 @@ func TestReplicaConfirmation(t *testing.T) {
 	}
 }
 
-func TestReplicaConfirmationNeedsAKnownClient(t *testing.T) {
+// A Ring is refused, with or without replica confirmation: it moves a down
+// shard's keys to the others (two holders of one name) and loads scripts on
+// one shard only (its acquires failed with NOSCRIPT).
+func TestNewRefusesARing(t *testing.T) {
 	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	defer ring.Close()
-	if _, err := New(ring, WithReplicaConfirmation(1, time.Second)); !errors.Is(err, ErrInvalidOption) {
-		t.Fatalf("New(ring) with confirmation: %v", err)
-	}
-	if _, err := New(ring, WithEvictionAllowed()); err != nil {
-		t.Fatalf("New(ring) without confirmation: %v", err)
+	for _, opts := range [][]Option{{WithReplicaConfirmation(1, time.Second)}, {WithEvictionAllowed()}} {
+		_, err := New(ring, opts...)
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "*redis.Ring") {
+			t.Errorf("New(ring) = %v, want ErrInvalidOption naming the Ring", err)
+		}
 	}
 }

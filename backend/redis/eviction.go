@@ -25,8 +25,6 @@ func (b *Backend) checkEviction(ctx context.Context) error {
 	switch c := b.client.(type) {
 	case *goredis.ClusterClient:
 		return c.ForEachMaster(ctx, checkPolicy)
-	case *goredis.Ring:
-		return c.ForEachShard(ctx, checkPolicy)
 	case *goredis.Client:
 		return checkPolicy(ctx, c)
 	}

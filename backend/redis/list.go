@@ -87,8 +87,6 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 	switch c := b.client.(type) {
 	case *goredis.ClusterClient:
 		err = c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error { return scan(ctx, node) })
-	case *goredis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, node *goredis.Client) error { return scan(ctx, node) })
 	default:
 		err = scan(ctx, b.client)
 	}
