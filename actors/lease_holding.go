@@ -78,6 +78,7 @@ func (a *leaseActor) onRenew(ctx actor.Context, m *messages.Renew) {
 
 func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []chan<- error) {
 	c := a.cur
+	a.mayShorten(a.now, ttl)
 	a.call(ctx, messages.BackendCall{
 		Call: backend.Call{Op: backend.OpRenew, Renew: backend.RenewRequest{
 			Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: ttl,
@@ -99,10 +100,25 @@ func (a *leaseActor) renewing(seq uint64, sent time.Time, ttl time.Duration, rep
 // due, or up to slack earlier to share a round trip with others.
 func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	c := a.cur
+	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier
 	a.seq++
 	c.next.call = messages.Renewal{Seq: a.seq, ReplyTo: a.self, Deadline: c.deadline,
 		Renew: backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}}
 	a.renewer.schedule(&c.next, due, slack)
+}
+
+// mayShorten lowers the local deadline to what a renewal of ttl, sent at
+// sent or later, leaves on the store if it is applied and its answer lost: a
+// TTL shorter than the one confirmed last shortens the lease, and the holder
+// must not outlive what the store may hold. (Renewals of the same TTL never
+// lower it: they are sent after the one that set it.)
+func (a *leaseActor) mayShorten(sent time.Time, ttl time.Duration) {
+	c := a.cur
+	if d := localDeadline(sent, ttl); d.Before(c.deadline) {
+		c.deadline = d
+		c.h.SetDeadline(d, a.now)
+		a.armHold()
+	}
 }
 
 // takeBackRenewal cancels the renewal handed to the renewer, if any. One the

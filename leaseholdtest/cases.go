@@ -16,6 +16,7 @@ func (s *suite) managerCases() []testCase {
 		{"RenewOnReleasedHandle", s.mRenewReleased},
 		{"RenewWithCancelledContext", s.mRenewCancelled},
 		{"ExplicitRenewKeepsTokenExtendsExpiry", s.mExplicitRenew},
+		{"ShorterRenewalNotConfirmedFailsClosed", s.mShorterRenewalFailsClosed},
 		{"ReleaseIsIdempotent", s.mDoubleRelease},
 		{"FencingTokensIncrease", s.mFencing},
 		{"NoReentryAndFIFOWaiters", s.mNoReentry},

@@ -107,3 +107,31 @@ func (s *suite) mAutoRenew(t *testing.T) {
 	default:
 	}
 }
+
+// mShorterRenewalFailsClosed: a renewal with a shorter TTL than the one
+// confirmed last shortens the lease on the store when it is applied, also
+// when its answer is lost. The holder must count its holding lost by that
+// shorter TTL: another Manager gets the name once the store's shorter expiry
+// passes, and by then the first holder must no longer believe it holds it.
+func (s *suite) mShorterRenewalFailsClosed(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	other := p.manager(t, "o2")
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
+	if err := l.Renew(ctxT(t), 8*s.short); err != nil {
+		t.Fatal(err)
+	}
+	p.f.FailAfterRenew.Store(true)
+	if err := l.Renew(ctxT(t), s.short); err == nil {
+		t.Fatal("a renewal whose answer was lost reported success")
+	}
+	p.f.FailAfterRenew.Store(false)
+	l2, err := other.Acquire(ctxT(t), "job", leasehold.WithWait(6*s.short))
+	if err != nil {
+		t.Fatalf("the other Manager did not get the name after the shorter renewal's TTL: %v", err)
+	}
+	if l.Err() == nil {
+		t.Errorf("two holders: o1 still holds %q (token %d) while o2 has it (token %d)", "job", l.Token(), l2.Token())
+	}
+	_ = l2.Release(ctxT(t))
+}
