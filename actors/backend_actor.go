@@ -22,8 +22,9 @@ const releaseTimeout = 10 * time.Second
 // long-lived workers (a goroutine of its own for a call when all are busy),
 // coalesces the calls that are ready together into one round trip on a
 // backend.Batcher (coalesce.go), makes the renewer's batches (renewer.go),
-// and keeps the one release watch. (Lease actors call an
-// Immediate backend themselves.) Stopping cancels every call in flight and
+// and keeps the one release watch. (Lease actors call an Immediate backend
+// themselves, except for the renewer's batches, which come here whatever the
+// backend.) Stopping cancels every call in flight and
 // Engine.Stop waits for it, so nothing outlives the Manager.
 type backendActor struct {
 	cfg     *Config

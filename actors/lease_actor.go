@@ -57,7 +57,8 @@ type leaseActor struct {
 	unconfT     timer
 
 	// An Immediate backend (memory) is called right here rather than through
-	// the backend actor, saving two message hops per call; its results queue
+	// the backend actor, saving two message hops per call (the renewer's
+	// batches still go through the backend actor); its results queue
 	// in inbox and are handled before the next message, exactly as if they
 	// had come back through the mailbox.
 	immediate bool

@@ -139,6 +139,9 @@ func (a *leaseActor) takeBackRenewal() {
 // tenth of the renewal period (the spread shortens periods by as much), at
 // most the configured batching delay.
 func (a *leaseActor) renewSlack() time.Duration {
+	if a.cfg.RenewBatchSize == 1 {
+		return 0 // no batches: nothing to go early for
+	}
 	d := a.cfg.RenewBatchDelay
 	if d <= 0 {
 		d = DefaultRenewBatchDelay

@@ -43,8 +43,8 @@ type renewer struct {
 	window time.Duration                  // the most any renewal may go early
 
 	mu      sync.Mutex
-	buckets map[int64][]*renewal // slot → the renewals due in it (kept while empty)
-	slots   slotHeap             // the slots of buckets, each once
+	buckets map[int64][]*renewal // slot → the renewals due in it; none empty
+	slots   slotHeap             // the slots of buckets, and of some gone since
 	t       *time.Timer
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
@@ -58,7 +58,8 @@ type renewer struct {
 const slotWidth = 10 * time.Millisecond
 
 // renewal is one holding's next renewal, kept in its holding and reused.
-// Between schedule and the send, or cancel, only the renewer touches it.
+// Between schedule and the send, or cancel, only the renewer writes it (its
+// lease actor reads call.Seq, which the renewer never writes).
 type renewal struct {
 	call  messages.Renewal // what to send
 	due   time.Time        // it goes by then
@@ -108,6 +109,9 @@ var epoch = time.Now()
 func (r *renewer) schedule(n *renewal, due time.Time, slack time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if n.pos >= 0 {
+		r.remove(n) // scheduled already: moved, not scheduled twice
+	}
 	n.due, n.early, n.sent = due, due.Add(-min(max(slack, 0), r.window)), time.Time{}
 	r.add(n)
 	r.rearmLocked(slotStart(n.slot))
@@ -119,9 +123,23 @@ func (r *renewer) add(n *renewal) {
 	b, ok := r.buckets[n.slot]
 	if !ok {
 		r.slots.push(n.slot)
+		if len(r.slots) > 2*len(r.buckets)+64 {
+			r.compact()
+		}
 	}
 	n.pos = len(b)
 	r.buckets[n.slot] = append(b, n)
+}
+
+// compact rebuilds slots from the buckets. A bucket emptied by cancel goes at
+// once (so that leases acquired and released before their first renewal
+// leave nothing behind, whatever their renewal period) but its slot stays in
+// the heap until fire meets it, or until slots grows to twice the buckets.
+func (r *renewer) compact() {
+	r.slots = r.slots[:0]
+	for slot := range r.buckets {
+		r.slots.push(slot)
+	}
 }
 
 // cancel takes n back. If the renewer has sent it already, cancel returns
@@ -132,13 +150,22 @@ func (r *renewer) cancel(n *renewal) (sent time.Time, wasSent bool) {
 	if n.pos < 0 {
 		return n.sent, !n.sent.IsZero()
 	}
+	r.remove(n)
+	return time.Time{}, false
+}
+
+// remove takes the scheduled n out of its bucket.
+func (r *renewer) remove(n *renewal) {
 	b := r.buckets[n.slot]
 	last := b[len(b)-1]
 	b[n.pos], last.pos = last, n.pos
 	b[len(b)-1] = nil
 	n.pos = -1
-	r.buckets[n.slot] = b[:len(b)-1] // an empty bucket stays until fire meets its slot
-	return time.Time{}, false
+	if b = b[:len(b)-1]; len(b) == 0 {
+		delete(r.buckets, n.slot)
+	} else {
+		r.buckets[n.slot] = b
+	}
 }
 
 // sentAt is when n was sent (zero: it was not), read by its lease actor once
@@ -174,7 +201,11 @@ func (r *renewer) fire() {
 	// Buckets in slot order, as long as their renewals may go early now.
 	for len(r.slots) > 0 && !slotStart(r.slots[0]).After(now.Add(r.window)) {
 		slot := r.slots[0]
-		b := r.buckets[slot]
+		b, ok := r.buckets[slot]
+		if !ok { // emptied by cancel, or met already under another entry
+			r.slots.pop()
+			continue
+		}
 		kept := b[:0]
 		for _, n := range b {
 			if n.early.After(now) {
@@ -217,8 +248,12 @@ func (r *renewer) fire() {
 		r.rearmLocked(at)
 	}
 	r.mu.Unlock()
-	for _, b := range batches { // outside the lock: the backend actor may run right here
-		r.send(b)
+	// Sent from goroutines of their own, outside the lock: a goroutine
+	// that sends to an idle mailbox runs it until it is empty, and the
+	// backend actor's may stay busy for long under load, while this one
+	// must keep the time.
+	for _, b := range batches {
+		r.running.Go(func() { r.send(b) })
 	}
 }
 
@@ -280,8 +315,13 @@ func (h *slotHeap) pop() {
 func (a *backendActor) renewBatch(batch []messages.Renewal) {
 	if a.batch == nil || len(batch) == 1 { // a lone renewal needs no batch
 		for _, n := range batch {
-			a.run(&messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
-				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}})
+			m := &messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
+				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}}
+			if a.queue != nil {
+				a.queue.add(m) // a Batcher that does not batch renewals
+			} else {
+				a.run(m)
+			}
 		}
 		return
 	}
