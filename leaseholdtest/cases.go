@@ -17,6 +17,7 @@ func (s *suite) managerCases() []testCase {
 		{"RenewWithCancelledContext", s.mRenewCancelled},
 		{"ExplicitRenewKeepsTokenExtendsExpiry", s.mExplicitRenew},
 		{"ShorterRenewalNotConfirmedFailsClosed", s.mShorterRenewalFailsClosed},
+		{"ExplicitRenewDuringAutomaticRenewals", s.mExplicitRenewDuringAutomatic},
 		{"ReleaseIsIdempotent", s.mDoubleRelease},
 		{"FencingTokensIncrease", s.mFencing},
 		{"NoReentryAndFIFOWaiters", s.mNoReentry},

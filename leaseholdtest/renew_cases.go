@@ -135,3 +135,31 @@ func (s *suite) mShorterRenewalFailsClosed(t *testing.T) {
 	}
 	_ = l2.Release(ctxT(t))
 }
+
+// mExplicitRenewDuringAutomatic: explicit Renews racing automatic renewals
+// (scheduled, or already sent by the renewer) are all answered, none fails,
+// and the lease is never lost.
+func (s *suite) mExplicitRenewDuringAutomatic(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	every := s.short / 25
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(20*s.short), leasehold.WithRenewEvery(every))
+	exp := l.ExpiresAt()
+	// For ten renewal periods at least (however many Renews that takes on
+	// this machine): automatic renewals are scheduled and sent meanwhile.
+	for i, start := 0, time.Now(); i < 20 || time.Since(start) < 10*every; i++ {
+		ttl := time.Duration(0)
+		if i%3 == 1 {
+			ttl = 30 * s.short // another TTL now and then
+		}
+		if err := l.Renew(ctxT(t), ttl); err != nil {
+			t.Fatalf("Renew %d: %v", i, err)
+		}
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("lost: %v", err)
+	}
+	if !l.ExpiresAt().After(exp) {
+		t.Errorf("expiry %v, not after %v", l.ExpiresAt(), exp)
+	}
+}
