@@ -85,7 +85,8 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 // trip, and a renewal goes at most delay (and at most a tenth of its lease's
 // renewal period) before it is due, to share the round trip of renewals due
 // then. A renewal is never sent late to wait for company. Defaults: 500 and
-// 50ms. A size of 1 turns batching off.
+// 50ms (a delay of 0 keeps the default). A size of 1 turns batching off, and
+// renewals then go when they are due.
 func WithRenewBatching(size int, delay time.Duration) Option {
 	return func(c *managerConfig) {
 		if size < 1 || delay < 0 {
