@@ -128,14 +128,16 @@ func TestLeaseholdMemoryRun(t *testing.T) {
 }
 
 // Leasehold in two worker processes on Redis: no overlap, and waiters are
-// woken by release notifications.
+// handed the name by the store's notices. (Not by release announcements:
+// since the waiter queue, a release that hands the name on to a queued
+// waiter announces nothing, so how many there are depends on timing.)
 func TestLeaseholdRedisProcesses(t *testing.T) {
 	r := mustRun(t, testConfig(t, backendRedis, lockLeasehold, 2, 2, time.Second), execLauncher{})
 	if r.Safety.Overlaps != 0 || r.Safety.Rejections != 0 {
 		t.Fatalf("leasehold on redis: %+v", r.Safety)
 	}
-	if r.Acquisitions == 0 || r.Wakeups.Notify == 0 || r.Wakeups.Notifications == 0 {
-		t.Fatalf("%d acquisitions, wake-ups %+v: expected waiters woken by notifications", r.Acquisitions, r.Wakeups)
+	if r.Acquisitions == 0 || r.Handoffs == nil || r.Handoffs.Notice == 0 {
+		t.Fatalf("%d acquisitions, hand-offs %+v, wake-ups %+v: expected waiters handed the name by notice", r.Acquisitions, r.Handoffs, r.Wakeups)
 	}
 	if r.Fairness.MinShare == 0 {
 		t.Errorf("a contender never got the name: %+v", r.Fairness)
