@@ -3,7 +3,8 @@
 //
 //	public API ──commands (routed by key)──▶ lease actor (one per key)
 //	lease actor ──BackendCall──▶ backend actor ──BackendResult──▶ lease actor
-//	lease actor ──ticks──▶ itself (renew, local deadline, retry, wait timeout)
+//	renewer ──RenewBatch (the renewals due)──▶ backend actor ──BackendResult──▶ each lease actor
+//	lease actor ──ticks──▶ itself (local deadline, retry, wait timeout)
 //	backend actor ──ReleaseNotice (routed by key)──▶ lease actor (wakes waiters)
 //	backend actor ──HandOffNotice (routed by key)──▶ lease actor (its waiter holds)
 //	lease actor ──Publish──▶ event hub ──▶ subscribers (never blocks)
