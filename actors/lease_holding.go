@@ -100,7 +100,7 @@ func (a *leaseActor) renewing(seq uint64, sent time.Time, ttl time.Duration, rep
 // due, or up to slack earlier to share a round trip with others.
 func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	c := a.cur
-	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier
+	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier (the renewer may cap slack)
 	a.seq++
 	c.next.call = messages.Renewal{Seq: a.seq, ReplyTo: a.self, Deadline: c.deadline,
 		Renew: backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}}
@@ -136,18 +136,9 @@ func (a *leaseActor) takeBackRenewal() {
 }
 
 // renewSlack is how early an automatic renewal may go to join a batch: a
-// tenth of the renewal period (the spread shortens periods by as much), at
-// most the configured batching delay.
-func (a *leaseActor) renewSlack() time.Duration {
-	if a.cfg.RenewBatchSize == 1 {
-		return 0 // no batches: nothing to go early for
-	}
-	d := a.cfg.RenewBatchDelay
-	if d <= 0 {
-		d = DefaultRenewBatchDelay
-	}
-	return min(d, a.cur.renewEvery/10)
-}
+// tenth of the renewal period (the spread shortens periods by as much). The
+// renewer caps it at the batching delay.
+func (a *leaseActor) renewSlack() time.Duration { return a.cur.renewEvery / 10 }
 
 func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult) {
 	c := a.cur
@@ -200,8 +191,9 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	}
 }
 
-// onHoldTick loses the holding at its local deadline (a tick that comes early,
-// after a renewal moved the deadline, re-arms).
+// onHoldTick loses the holding at its local deadline. (A tick comes only
+// from the latest arming, at the deadline; one handled before it, by this
+// message's clock reading, arms again.)
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
 	if !a.now.Before(a.cur.deadline) {
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)

@@ -1,12 +1,9 @@
 package actors
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -70,12 +67,17 @@ type renewal struct {
 }
 
 // newRenewer returns a running renewer that sends batches of at most size
-// renewals; window is the most a renewal may go early (the batching delay).
+// renewals; window is the most a renewal may go early (the batching delay;
+// 0: the default). With batches of one, nothing goes early: there is no
+// round trip to share.
 func newRenewer(size int, window time.Duration, send func([]messages.Renewal)) *renewer {
 	if size <= 0 {
 		size = DefaultRenewBatchSize
 	}
-	if window <= 0 {
+	switch {
+	case size == 1:
+		window = 0
+	case window <= 0:
 		window = DefaultRenewBatchDelay
 	}
 	r := &renewer{send: send, size: size, window: window, buckets: map[int64][]*renewal{},
@@ -104,13 +106,13 @@ func slotStart(slot int64) time.Time { return epoch.Add(time.Duration(slot) * sl
 // epoch is the origin of the slot numbers (monotonic, like every time here).
 var epoch = time.Now()
 
-// schedule sets n to be sent by due, or up to slack earlier when other
-// renewals go then. n must not be scheduled already.
+// schedule sets n to be sent by due, or up to slack (at most the window)
+// earlier when other renewals go then. A renewal scheduled already is moved.
 func (r *renewer) schedule(n *renewal, due time.Time, slack time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n.pos >= 0 {
-		r.remove(n) // scheduled already: moved, not scheduled twice
+		r.remove(n)
 	}
 	n.due, n.early, n.sent = due, due.Add(-min(max(slack, 0), r.window)), time.Time{}
 	r.add(n)
@@ -303,62 +305,4 @@ func (h *slotHeap) pop() {
 		i = j
 	}
 	*h = a
-}
-
-// renewBatch (the backend actor's side) makes the renewals of one batch off
-// the mailbox, in one RenewBatch round trip when the backend has it, and
-// answers every lease actor. The round trip may take as long as the latest
-// deadline in the batch: a lease whose own deadline passes first is lost by
-// its own alarm meanwhile. A batch that fails as a whole fails every renewal
-// in it, which each lease actor retries until its own local deadline, exactly
-// as after a single failed renewal.
-func (a *backendActor) renewBatch(batch []messages.Renewal) {
-	if a.batch == nil || len(batch) == 1 { // a lone renewal needs no batch
-		for _, n := range batch {
-			m := &messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
-				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}}
-			if a.queue != nil {
-				a.queue.add(m) // a Batcher that does not batch renewals
-			} else {
-				a.run(m)
-			}
-		}
-		return
-	}
-	calls := a.callsCtx()
-	a.exec(func() {
-		deadline := batch[0].Deadline
-		reqs := make([]backend.RenewRequest, len(batch))
-		for i, n := range batch {
-			reqs[i] = n.Renew
-			if n.Deadline.After(deadline) {
-				deadline = n.Deadline
-			}
-		}
-		ctx, cancel := context.WithDeadline(calls, deadline)
-		start := time.Now()
-		results, err := renewBatch(ctx, a.batch, reqs)
-		cancel()
-		a.cfg.observe(opRenewBatch, start, err, nil)
-		if err == nil && len(results) != len(batch) {
-			err = fmt.Errorf("leasehold: backend answered %d renewals for a batch of %d", len(results), len(batch))
-		}
-		for i, n := range batch {
-			res := messages.BackendResult{Seq: n.Seq, Op: backend.OpRenew, Err: err}
-			if err == nil {
-				res.Grant, res.Err = results[i].Grant, results[i].Err
-			}
-			a.root.Send(n.ReplyTo, &res)
-		}
-	})
-}
-
-// renewBatch calls b, turning a panic into a failed batch (see perform).
-func renewBatch(ctx context.Context, b backend.BatchRenewer, reqs []backend.RenewRequest) (results []backend.RenewResult, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			results, err = nil, fmt.Errorf("%w: %v", ErrBackendPanic, r)
-		}
-	}()
-	return b.RenewBatch(ctx, reqs)
 }

@@ -29,7 +29,7 @@ func TestRenewerBatchesWhatMayGoEarly(t *testing.T) {
 	r.schedule(c, now.Add(time.Hour), time.Hour)   // may go at once, but is not due
 	r.schedule(b, now.Add(time.Hour), 2*time.Hour) // may go at once too
 	r.schedule(a, now.Add(20*time.Millisecond), 0) // due first: its firing takes them all
-	first, second := <-got, <-got // posted from goroutines of their own: in either order
+	first, second := <-got, <-got                  // posted from goroutines of their own: in either order
 	if len(first) < len(second) {
 		first, second = second, first
 	}
@@ -134,5 +134,19 @@ func TestRenewerKeepsTimeWhileASendIsHeld(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second): // it comes in milliseconds when the renewer keeps the time
 		t.Fatal("renewal 2 was not sent while the send of renewal 1 was held")
+	}
+}
+
+// With batches of one there is no round trip to share: nothing goes early.
+func TestRenewerWithBatchesOfOneSendsNothingEarly(t *testing.T) {
+	r, got := sink(t, 1)
+	a, b := newRenewal(1), newRenewal(2)
+	r.schedule(b, time.Now().Add(time.Hour), time.Hour)
+	r.schedule(a, time.Now(), 0)
+	if batch := <-got; len(batch) != 1 || batch[0].Seq != 1 {
+		t.Fatalf("sent %v, want renewal 1 alone", batch)
+	}
+	if sent, wasSent := r.cancel(b); wasSent {
+		t.Errorf("renewal 2 went at %v, an hour early, with batches of one", sent)
 	}
 }

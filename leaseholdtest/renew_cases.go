@@ -126,7 +126,7 @@ func (s *suite) mShorterRenewalFailsClosed(t *testing.T) {
 		t.Fatal("a renewal whose answer was lost reported success")
 	}
 	p.f.FailAfterRenew.Store(false)
-	l2, err := other.Acquire(ctxT(t), "job", leasehold.WithWait(6*s.short))
+	l2, err := other.Acquire(ctxT(t), "job", leasehold.WithWait(40*s.short)) // it comes about one short TTL after the failed renewal
 	if err != nil {
 		t.Fatalf("the other Manager did not get the name after the shorter renewal's TTL: %v", err)
 	}
