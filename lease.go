@@ -98,6 +98,34 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	}
 }
 
+// StopRenewing turns automatic renewal off: the lease stays held until its
+// local deadline and then ends as lost (ReasonExpired), unless Renew or
+// Release comes first. It is how a holder steps back without releasing, when
+// work done under the lease may still be running (election does this when a
+// leader's callback outlives its grace). A renewal already on the wire may
+// still be confirmed and move the deadline once. It returns the handle's
+// error when the holding has ended, and ctx's error when ctx ends first.
+func (l *Lease) StopRenewing(ctx context.Context) error {
+	if err := l.h.Err(); err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	if !l.m.engine.Send(l.h.Key, &messages.StopRenewing{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
+		return l.endedErr()
+	}
+	select {
+	case err := <-reply:
+		if errors.Is(err, messages.ErrStale) {
+			return l.endedErr()
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.m.engine.Stopped():
+		return closedErr(l.h)
+	}
+}
+
 // Release gives the lease back. The handle ends with ErrReleased before
 // Release returns, whatever happens next. The release itself runs detached
 // from ctx: ctx only bounds how long Release waits for the backend's answer.

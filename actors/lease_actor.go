@@ -117,6 +117,9 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	case *messages.Renew:
 		a.handled++
 		a.onRenew(ctx, m)
+	case *messages.StopRenewing:
+		a.handled++
+		a.onStopRenewing(m)
 	case *messages.Release:
 		a.handled++
 		a.onRelease(ctx, m)

@@ -76,6 +76,19 @@ func (a *leaseActor) onRenew(ctx actor.Context, m *messages.Renew) {
 	a.startRenew(ctx, ttl, []chan<- error{m.Reply})
 }
 
+// onStopRenewing turns the holding's automatic renewals off, the pickup
+// renewal of a hand-off included: what is left of it is its local deadline.
+func (a *leaseActor) onStopRenewing(m *messages.StopRenewing) {
+	c := a.cur
+	if c == nil || c.h.Token != m.Token {
+		m.Reply <- messages.ErrStale
+		return
+	}
+	c.auto, c.pickup = false, false
+	a.takeBackRenewal()
+	m.Reply <- nil
+}
+
 func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []chan<- error) {
 	c := a.cur
 	a.mayShorten(a.now, ttl)

@@ -22,7 +22,18 @@ type Callbacks struct {
 	// OnNewLeader is called for every change of leader that Run observes,
 	// its own election included; identity is the leader Manager's Owner.
 	OnNewLeader func(identity string)
+
+	// ResignGrace bounds how long resigning waits for OnStartedLeading to
+	// return while the lease is kept renewed (0: DefaultResignGrace). The
+	// lease is released only once the callback has returned, so the next
+	// leader never starts while this one's work runs. A callback still
+	// running after the grace costs the lease its renewals: it ends at its
+	// TTL instead of being released (Run still waits for the callback).
+	ResignGrace time.Duration
 }
+
+// DefaultResignGrace is Callbacks.ResignGrace when it is 0.
+const DefaultResignGrace = 30 * time.Second
 
 // observeEvery is how long one campaign attempt waits before Run looks again
 // at who leads (for OnNewLeader). Waiting itself is the Manager's: a release
@@ -31,9 +42,10 @@ const observeEvery = 500 * time.Millisecond
 
 // Run campaigns for name on m until ctx ends, waiting as long as it takes.
 // While it leads it runs cb.OnStartedLeading; when leadership is lost it
-// calls cb.OnStoppedLeading and campaigns again. When ctx ends it stops
-// leading, releases the lease, calls OnStoppedLeading if it was leading, and
-// returns nil. It returns an error only for what campaigning again cannot
+// calls cb.OnStoppedLeading and campaigns again. When ctx ends it resigns:
+// it ends the callback's ctx, waits for OnStartedLeading to return (keeping
+// the lease renewed for up to cb.ResignGrace), releases the lease, calls
+// OnStoppedLeading, and returns nil. It returns an error only for what campaigning again cannot
 // fix: a bad name or option (ErrInvalidName, ErrInvalidOption) or a closed
 // Manager (ErrClosed). opts are the lease's (WithTTL, WithMetadata, ...);
 // Run chooses the waiting itself.
@@ -72,17 +84,16 @@ func (r *runner) run(ctx context.Context) error {
 		case errors.Is(err, leasehold.ErrInvalidName), errors.Is(err, leasehold.ErrInvalidOption), errors.Is(err, leasehold.ErrClosed):
 			return err
 		default: // the backend failed: campaign again after a pause
-			select {
-			case <-ctx.Done():
+			if !sleep(ctx, backoff.next()) {
 				return nil
-			case <-time.After(backoff.next()):
 			}
 		}
 	}
 }
 
-// lead runs OnStartedLeading until leadership ends, then releases the lease
-// and calls OnStoppedLeading.
+// lead runs OnStartedLeading until leadership ends, then calls
+// OnStoppedLeading. On resigning it releases the lease, but only after the
+// callback has returned.
 func (r *runner) lead(ctx context.Context, lease *leasehold.Lease) {
 	leading, stop := context.WithCancel(lease.Context())
 	defer stop()
@@ -96,16 +107,45 @@ func (r *runner) lead(ctx context.Context, lease *leasehold.Lease) {
 		}
 	}()
 	<-leading.Done()
-	// Release before waiting for the callback: the next leader need not wait
-	// for this one's clean-up. The release runs detached from ctx.
-	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	_ = lease.Release(relCtx)
-	cancel()
+	if lease.Err() == nil { // resigning, not lost
+		r.resign(ctx, lease, done)
+	}
 	<-done
 	if r.cb.OnStoppedLeading != nil {
 		r.cb.OnStoppedLeading()
 	}
 }
+
+// resign waits for the callback (done) while the Manager keeps the lease
+// renewed, for up to the grace, and then releases the lease. A callback that
+// outlives the grace has its lease's renewals stopped instead, so that the
+// lease ends at its TTL; it is released when the callback returns, if it is
+// still held then. The calls run detached from ctx, which has ended.
+func (r *runner) resign(ctx context.Context, lease *leasehold.Lease, done <-chan struct{}) {
+	grace := r.cb.ResignGrace
+	if grace <= 0 {
+		grace = DefaultResignGrace
+	}
+	detached := context.WithoutCancel(ctx)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-lease.Lost():
+	case <-timer.C:
+		stopCtx, cancel := context.WithTimeout(detached, releaseTimeout)
+		_ = lease.StopRenewing(stopCtx) // fails only once the lease has ended
+		cancel()
+		<-done
+	}
+	relCtx, cancel := context.WithTimeout(detached, releaseTimeout)
+	_ = lease.Release(relCtx) // nil without a call when the lease has ended
+	cancel()
+}
+
+// releaseTimeout bounds how long resigning waits for the engine's answer to
+// a release; the engine goes on retrying after it (see Lease.Release).
+const releaseTimeout = 10 * time.Second
 
 func (r *runner) newLeader(id string) {
 	if id == r.leader {
@@ -125,4 +165,52 @@ func Leader(ctx context.Context, m *leasehold.Manager, name string) (identity st
 		return "", false, err
 	}
 	return info.Owner, true, nil
+}
+
+// Observe follows who leads name without campaigning, until ctx ends; then
+// it returns nil. It calls onNewLeader with what it first sees and then for
+// every change: the leader's identity (its Manager's Owner), or "" while
+// nobody leads. It looks every half second, so a leadership shorter than that
+// may go unseen. It returns an error only for what looking again cannot fix:
+// a bad name (ErrInvalidName) or a closed Manager (ErrClosed); a failing
+// store is asked again after a pause.
+func Observe(ctx context.Context, m *leasehold.Manager, name string, onNewLeader func(identity string)) error {
+	backoff := newBackoff()
+	first, last := true, ""
+	for {
+		id, _, err := Leader(ctx, m, name)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, leasehold.ErrInvalidName), errors.Is(err, leasehold.ErrClosed):
+			return err
+		case err != nil:
+			if !sleep(ctx, backoff.next()) {
+				return nil
+			}
+			continue
+		}
+		backoff.reset()
+		if first || id != last {
+			first, last = false, id
+			if onNewLeader != nil {
+				onNewLeader(id)
+			}
+		}
+		if !sleep(ctx, observeEvery) {
+			return nil
+		}
+	}
+}
+
+// sleep waits for d, or for ctx to end (then it returns false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -174,12 +174,22 @@ func TestElectionOnMemory(t *testing.T) {
 }
 
 func TestElectionOnRedis(t *testing.T) {
+	testElection(t, redisBackend(t), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
+}
+
+func TestElectionOnPostgres(t *testing.T) {
+	testElection(t, postgresBackend(t), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
+}
+
+// redisBackend is a backend on the local Redis (LEASEHOLD_REDIS_ADDR),
+// closed when the test ends.
+func redisBackend(t *testing.T) backend.Backend {
 	addr := os.Getenv("LEASEHOLD_REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -192,11 +202,13 @@ func TestElectionOnRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	testElection(t, b, fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
-func TestElectionOnPostgres(t *testing.T) {
+// postgresBackend is a backend on the local PostgreSQL
+// (LEASEHOLD_POSTGRES_DSN), closed when the test ends.
+func postgresBackend(t *testing.T) backend.Backend {
 	dsn := os.Getenv("LEASEHOLD_POSTGRES_DSN")
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -216,7 +228,7 @@ func TestElectionOnPostgres(t *testing.T) {
 		}
 		t.Skipf("no PostgreSQL (LEASEHOLD_POSTGRES_DSN): %v", err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	const schema, table = "election_test", "leases"
 	if err := postgres.EnsureSchema(ctx, pool, schema, table); err != nil {
 		t.Fatal(err)
@@ -225,8 +237,8 @@ func TestElectionOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	testElection(t, b, fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 func TestRunRejectsBadInput(t *testing.T) {

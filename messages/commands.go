@@ -52,6 +52,16 @@ type Renew struct {
 	Reply chan<- error
 }
 
+// StopRenewing turns automatic renewal off for the holding (Key, Token): the
+// renewal scheduled is taken back (one already sent is still answered), and
+// the holding then ends at its local deadline unless renewed or released.
+// Reply gets nil, or ErrStale when the holding has ended.
+type StopRenewing struct {
+	Key   string
+	Token uint64
+	Reply chan<- error
+}
+
 // Release ends the holding (Key, Token). A holding that has already ended is
 // answered nil without any backend call. The backend call runs detached from
 // the caller (see BackendRelease); the caller waits for Reply as long as its
@@ -85,10 +95,11 @@ type Shutdown struct {
 // IgnoreDeadLetterLogging marks every message of the protocol: one that
 // reaches a stopped actor (a late tick, a result after a forced stop) is
 // expected, not news.
-func (*Acquire) IgnoreDeadLetterLogging()     {}
-func (*CancelWait) IgnoreDeadLetterLogging()  {}
-func (*Renew) IgnoreDeadLetterLogging()       {}
-func (*Release) IgnoreDeadLetterLogging()     {}
-func (*Subscribe) IgnoreDeadLetterLogging()   {}
-func (*Unsubscribe) IgnoreDeadLetterLogging() {}
-func (*Shutdown) IgnoreDeadLetterLogging()    {}
+func (*Acquire) IgnoreDeadLetterLogging()      {}
+func (*CancelWait) IgnoreDeadLetterLogging()   {}
+func (*Renew) IgnoreDeadLetterLogging()        {}
+func (*StopRenewing) IgnoreDeadLetterLogging() {}
+func (*Release) IgnoreDeadLetterLogging()      {}
+func (*Subscribe) IgnoreDeadLetterLogging()    {}
+func (*Unsubscribe) IgnoreDeadLetterLogging()  {}
+func (*Shutdown) IgnoreDeadLetterLogging()     {}

@@ -92,7 +92,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintf(out, "%s: campaigning for %q on %s\n", c.owner, c.job, where)
 
 	// One election.Run per term: ending a term's context resigns (the lease
-	// is released at once, and a waiting process takes over).
+	// is released once the callback has returned, and a waiting process
+	// takes over).
 	for led := 0; c.terms == 0 || led < c.terms; {
 		term, endTerm := context.WithCancel(ctx)
 		err := election.Run(term, m, c.job, election.Callbacks{
