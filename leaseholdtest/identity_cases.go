@@ -56,12 +56,17 @@ func (s *suite) closeEndedContext(t *testing.T, b backend.Backend, prefix string
 		raced  []*leasehold.Lease
 		wg     sync.WaitGroup
 		before = make(chan struct{})
+		// Close starts while acquires are under way: once any worker has
+		// made one, or has stopped (so that a failing first acquire
+		// fails the test instead of hanging it).
+		startClose = sync.OnceFunc(func() { close(before) })
 	)
 	for i := range 4 {
 		wg.Go(func() {
+			defer startClose()
 			for n := range 10_000 {
-				if n == 1 && i == 0 {
-					close(before) // Close starts while acquires are under way
+				if n == 1 {
+					startClose()
 				}
 				l, err := m.Acquire(context.Background(), fmt.Sprintf("race%d-%d", i, n), leasehold.WithTTL(2*s.short))
 				if err != nil {
