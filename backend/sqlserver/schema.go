@@ -178,12 +178,15 @@ const durabilitySQL = `SELECT delayed_durability_desc FROM sys.databases WHERE d
 // checkDurability returns ErrDelayedDurability when the database forces
 // delayed durability. ALLOWED is fine: only transactions that ask for delayed
 // durability get it, and the backend's never do.
+//
+// An engine without delayed durability may report NULL (Babelfish for
+// PostgreSQL does): nothing is delayed there either.
 func checkDurability(ctx context.Context, db *sql.DB) error {
-	var setting string
+	var setting sql.NullString
 	if err := db.QueryRowContext(ctx, durabilitySQL).Scan(&setting); err != nil {
 		return fmt.Errorf("reading the database's delayed durability setting: %w", err)
 	}
-	if strings.EqualFold(setting, "FORCED") {
+	if strings.EqualFold(setting.String, "FORCED") {
 		return fmt.Errorf("%w; run ALTER DATABASE ... SET DELAYED_DURABILITY = DISABLED", ErrDelayedDurability)
 	}
 	return nil
@@ -283,14 +286,14 @@ func checkTableShape(ctx context.Context, db *sql.DB, n objectNames, table strin
 		if err := rows.Scan(&name, &collation); err != nil {
 			return fmt.Errorf("sqlserver: EnsureSchema %s: reading columns: %w", n, err)
 		}
-		found[name] = collation
+		found[strings.ToLower(name)] = collation
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlserver: EnsureSchema %s: reading columns: %w", n, err)
 	}
 	var problems []string
 	for _, col := range slices.Sorted(maps.Keys(required)) {
-		collation, ok := found[col]
+		collation, ok := found[strings.ToLower(col)] // identifiers are case-insensitive; some engines fold them
 		switch want := required[col]; {
 		case !ok:
 			problems = append(problems, "no column "+col)

@@ -226,6 +226,29 @@ func TestEnsureSchema(t *testing.T) {
 		}
 	})
 
+	// As Babelfish for PostgreSQL answers: no delayed durability setting
+	// (NULL), and column names folded to lower case.
+	t.Run("NULL durability and lower-cased column names", func(t *testing.T) {
+		db, mock := newMockDB(t)
+		mock.ExpectQuery(durabilitySQL).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"delayed_durability_desc"}).AddRow(nil))
+		for _, stmt := range ddlStatements(n) {
+			mock.ExpectExec(stmt).WithoutArgs().WillReturnResult(sqlmock.NewResult(0, 0))
+		}
+		expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT", "USER_TABLE")
+		lower := func(required map[string]string) *sqlmock.Rows {
+			rows := sqlmock.NewRows([]string{"name", "collation_name"})
+			for _, col := range slices.Sorted(maps.Keys(required)) {
+				rows.AddRow(strings.ToLower(col), strings.ToLower(required[col]))
+			}
+			return rows
+		}
+		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(lower(requiredColumns))
+		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.queueQ)).WillReturnRows(lower(requiredQueueColumns))
+		if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	for name, override := range map[string]map[string]string{
 		"reference product table":  {"FencingToken": "-", "LeaseNameBytes": "-"},
 		"case-insensitive names":   {"LeaseName": "SQL_Latin1_General_CP1_CI_AS"},
