@@ -67,7 +67,36 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	return b.confirmGrant(ctx, r, grant, res.rowVersion)
 }
 
+// acquireOnce runs the acquire batch. A duplicate key from its INSERT means
+// another session created the name's row between this batch's read and its
+// insert: someone else won, which is never a fault. The batch (aborted
+// whole, under XACT_ABORT) is run again to read who did, at most
+// duplicateRereads times; a name that keeps being created and removed under
+// it meanwhile is answered as refused, with no holder to name.
+//
+// On Microsoft SQL Server the read's UPDLOCK, HOLDLOCK takes a key-range
+// lock that keeps the race out; engines that ignore those hints (Babelfish
+// for PostgreSQL) meet it whenever two sessions acquire a free name at once.
 func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (acquireResult, error) {
+	for range duplicateRereads {
+		res, err := b.acquireBatch(ctx, r)
+		if !hasErrorNumber(err, duplicateKeyErrors...) {
+			return res, err
+		}
+		b.log.DebugContext(ctx, "acquire met a concurrent insert; reading again", "key", r.Key, "err", err)
+	}
+	return acquireResult{outcome: outcomeTurn}, nil
+}
+
+// duplicateRereads bounds how often acquireOnce runs the batch again after
+// a duplicate key.
+const duplicateRereads = 3
+
+// duplicateKeyErrors are the numbers of a PRIMARY KEY or UNIQUE constraint
+// violation (2627) and of a duplicate key in a unique index (2601).
+var duplicateKeyErrors = []int32{2627, 2601}
+
+func (b *Backend) acquireBatch(ctx context.Context, r backend.AcquireRequest) (acquireResult, error) {
 	rows, err := b.db.QueryContext(ctx, b.q.acquire, b.acquireArgs(r)...)
 	if err != nil {
 		return acquireResult{}, durabilityError(err)

@@ -265,3 +265,32 @@ func TestAcquireSweepEvery(t *testing.T) {
 		t.Errorf("sweep off: @sweep %d, batch has DELETE TOP: %v", got, strings.Contains(never.q.acquire, "DELETE TOP"))
 	}
 }
+
+// A duplicate key from the acquire's INSERT is another session's win: the
+// batch is read again and names the winner; it is never a fault.
+func TestAcquireDuplicateKeyIsARefusal(t *testing.T) {
+	expires := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
+	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "att-1", TTL: 30 * time.Second}
+	dup := mssql.Error{Number: 2627, Message: "Violation of PRIMARY KEY constraint"}
+
+	t.Run("read again", func(t *testing.T) {
+		b, mock := newMockBackend(t)
+		mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(dup)
+		mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
+			WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "winner", int64(7), expires, nil, int64(1_000_000), false))
+		g, err := b.Acquire(context.Background(), req)
+		if err != nil || g.Acquired || g.Holder != "winner" || g.HolderToken != 7 {
+			t.Fatalf("Acquire = %+v, %v; want refused, naming the winner", g, err)
+		}
+	})
+	t.Run("keeps colliding", func(t *testing.T) {
+		b, mock := newMockBackend(t)
+		for range duplicateRereads {
+			mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(dup)
+		}
+		g, err := b.Acquire(context.Background(), req)
+		if err != nil || g.Acquired {
+			t.Fatalf("Acquire = %+v, %v; want refused without error", g, err)
+		}
+	})
+}
