@@ -49,7 +49,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 	case strings.IndexByte(prefix, 0) >= 0:
 		return fmt.Errorf("%w: prefix contains a NUL byte", backend.ErrInvalidRequest)
 	case utf16Len(prefix) > 2*backend.MaxKeyRunes:
-		// Longer than any key (and than the query's VARBINARY(800)).
+		// Longer than any key: nothing can match.
 		return ctx.Err()
 	}
 	var rows *sql.Rows

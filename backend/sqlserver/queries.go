@@ -407,13 +407,16 @@ WHERE {keyMatch}
 `
 
 // listTemplate reads the live holdings whose name starts with @prefix, in
-// name order. The prefix is compared as UTF-16 bytes, so case, trailing
-// spaces and control characters count exactly as in keyMatch; LEFT counts
-// UTF-16 units under the non-SC binary collation, so it cuts the name at the
-// prefix's length. A range on the primary key cannot express this (the
-// padding rule sorts "ab\t" before "ab"), so this reads the clustered index
-// in order; it is an operator's view, not a hot path. An empty @prefix
-// matches every name.
+// name order. The name is cut at the prefix's length in characters (LEN of
+// the prefix plus one character, less one, counts its trailing spaces) and
+// compared under the column's binary collation, so case and control
+// characters count exactly as in keyMatch; the byte lengths are compared too,
+// because = ignores trailing spaces. Both sides are measured by the same
+// engine, so this holds whatever the storage encoding (UTF-16 on SQL Server,
+// UTF-8 on Babelfish for PostgreSQL). A range on the primary key cannot
+// express this (the padding rule sorts "ab\t" before "ab"), so this reads
+// the clustered index in order; it is an operator's view, not a hot path. An
+// empty @prefix matches every name.
 const listTemplate = `SET NOCOUNT ON;
 
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
@@ -421,8 +424,8 @@ DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
 SELECT LeaseName, OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'')
 FROM {table}
 WHERE ExpiresAtUtc > @now
-  AND DATALENGTH(LeaseName) >= DATALENGTH(@prefix)
-  AND CAST(LEFT(LeaseName, DATALENGTH(@prefix) / 2) AS VARBINARY(800)) = CAST(@prefix AS VARBINARY(800))
+  AND LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix
+  AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)
 ORDER BY LeaseName, LeaseNameBytes;
 `
 
