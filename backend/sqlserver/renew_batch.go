@@ -100,25 +100,33 @@ func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx
 		return nil, err
 	}
 	defer rows.Close()
-	want := map[int]int64{}
+	// The batch returns the renewed rows' own columns (an OUTPUT of the
+	// joined request table's columns is refused by some engines), matched
+	// here to their requests: the join compares them exactly (binary
+	// collation and byte lengths), so equal strings are the same holding.
+	type holding struct {
+		key, owner, attempt string
+		token               int64
+	}
+	want := make(map[holding]int, len(idx))
 	for _, i := range idx {
-		want[i], _ = tokenParam(rs[i].Token)
+		token, _ := tokenParam(rs[i].Token)
+		want[holding{rs[i].Key, rs[i].Owner, rs[i].Attempt, token}] = i
 	}
 	got := map[int]backend.Grant{}
 	for rows.Next() {
 		var (
-			i       int64
-			token   int64
+			h       holding
 			expires sql.NullTime
 		)
-		if err := rows.Scan(&i, &token, &expires); err != nil {
+		if err := rows.Scan(&h.key, &h.owner, &h.attempt, &h.token, &expires); err != nil {
 			return nil, fmt.Errorf("sqlserver: scanning the batch renew result: %w", err)
 		}
-		wantToken, asked := want[int(i)]
-		if _, seen := got[int(i)]; !asked || seen || token != wantToken || !expires.Valid {
-			return nil, fmt.Errorf("sqlserver: malformed batch renew result (index %d, token %d)", i, token)
+		i, asked := want[h]
+		if _, seen := got[i]; !asked || seen || !expires.Valid {
+			return nil, fmt.Errorf("sqlserver: malformed batch renew result (key %q, token %d)", h.key, h.token)
 		}
-		got[int(i)] = backend.Grant{Acquired: true, Token: uint64(token), ExpiresAt: expires.Time.UTC()}
+		got[i] = backend.Grant{Acquired: true, Token: uint64(h.token), ExpiresAt: expires.Time.UTC()}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -155,21 +163,27 @@ DECLARE @req TABLE (
 INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, AttemptId, FencingToken, TtlUs) VALUES
     {values};
 
-DECLARE @out TABLE (Idx INT NOT NULL, FencingToken BIGINT NOT NULL, ExpiresAtUtc DATETIMEOFFSET(7) NOT NULL);
+DECLARE @out TABLE (
+    LeaseName       NVARCHAR(400)     NOT NULL,
+    OwnerInstanceId NVARCHAR(400)     NOT NULL,
+    AttemptId       NVARCHAR(64)      NOT NULL,
+    FencingToken    BIGINT            NOT NULL,
+    ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL
+);
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
 
 UPDATE l
 SET RenewedAtUtc = @now,
     ExpiresAtUtc = DATEADD(MICROSECOND, CAST(r.TtlUs % 1000000 AS INT), DATEADD(SECOND, CAST(r.TtlUs / 1000000 AS INT), @now))
-OUTPUT r.Idx, inserted.FencingToken, inserted.ExpiresAtUtc
-INTO @out (Idx, FencingToken, ExpiresAtUtc)
+OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
+INTO @out (LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
 FROM {table} AS l WITH (ROWLOCK)
 INNER JOIN @req AS r
     ON  l.LeaseName = r.LeaseName AND l.LeaseNameBytes = DATALENGTH(r.LeaseName)
     AND l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)
-    AND l.AttemptId = r.AttemptId
+    AND l.AttemptId = r.AttemptId AND DATALENGTH(l.AttemptId) = DATALENGTH(r.AttemptId)
     AND l.FencingToken = r.FencingToken
 WHERE l.ExpiresAtUtc > @now;
 
-SELECT Idx, FencingToken, ExpiresAtUtc FROM @out;
+SELECT LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc FROM @out;
 `

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var batchColumns = []string{"Idx", "FencingToken", "ExpiresAtUtc"}
+var batchColumns = []string{"LeaseName", "OwnerInstanceId", "AttemptId", "FencingToken", "ExpiresAtUtc"}
 
 func TestRenewBatchSQL(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
@@ -29,13 +30,18 @@ func TestRenewBatchSQL(t *testing.T) {
 	for _, want := range []string{
 		"l.LeaseName = r.LeaseName AND l.LeaseNameBytes = DATALENGTH(r.LeaseName)",
 		"l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)",
-		"l.AttemptId = r.AttemptId",
+		"l.AttemptId = r.AttemptId AND DATALENGTH(l.AttemptId) = DATALENGTH(r.AttemptId)",
 		"l.FencingToken = r.FencingToken",
 		"WHERE l.ExpiresAtUtc > @now;",
 	} {
 		indexOf(t, join, want)
 	}
-	indexOf(t, q, "OUTPUT r.Idx, inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
+	// Only the updated table's own columns: some engines (Babelfish for
+	// PostgreSQL) refuse an OUTPUT of the joined table's.
+	indexOf(t, q, "OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
+	if strings.Contains(q, "OUTPUT r.") {
+		t.Error("the batch outputs a column of the request table")
+	}
 	params := map[string]bool{}
 	for _, p := range []string{"@n0", "@o0", "@a0", "@t0", "@u0", "@n3", "@o3", "@a3", "@t3", "@u3"} {
 		params[p] = true
@@ -63,7 +69,7 @@ func TestRenewBatchResultsPerRequest(t *testing.T) {
 	}
 	args := append(append(batchArgs(0, rs[0]), batchArgs(1, rs[1])...), batchArgs(5, rs[5])...)
 	mock.ExpectQuery(renewBatchSQL(b.names, []int{0, 1, 5})).WithArgs(args...).
-		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow(int64(0), int64(10), expires))
+		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("held", "me", "a1", int64(10), expires))
 	res, err := b.RenewBatch(context.Background(), rs)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +99,7 @@ func TestRenewBatchFailsClosed(t *testing.T) {
 	// A result for a request that was not asked is malformed.
 	b, mock = newMockBackend(t)
 	mock.ExpectQuery(renewBatchSQL(b.names, []int{0})).
-		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow(int64(7), int64(1), time.Now()))
+		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("a", "me", "other", int64(1), time.Now()))
 	if res, err := b.RenewBatch(context.Background(), rs); err == nil || res != nil {
 		t.Fatalf("RenewBatch = %v, %v; want a fault", res, err)
 	}
@@ -104,7 +110,7 @@ func TestRenewBatchRetriesTransientErrors(t *testing.T) {
 	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Attempt: "a", Token: 1, TTL: time.Second}}
 	q := renewBatchSQL(b.names, []int{0})
 	mock.ExpectQuery(q).WillReturnError(deadlockErr)
-	mock.ExpectQuery(q).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow(int64(0), int64(1), time.Now()))
+	mock.ExpectQuery(q).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("a", "me", "a", int64(1), time.Now()))
 	res, err := b.RenewBatch(context.Background(), rs)
 	if err != nil || res[0].Err != nil || res[0].Grant.Token != 1 {
 		t.Fatalf("RenewBatch = %+v, %v", res, err)
@@ -123,7 +129,7 @@ func TestRenewBatchChunks(t *testing.T) {
 			first[i] = i
 		}
 	}
-	mock.ExpectQuery(renewBatchSQL(b.names, first)).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow(int64(5), int64(6), time.Now()))
+	mock.ExpectQuery(renewBatchSQL(b.names, first)).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("k5", "me", "a", int64(6), time.Now()))
 	mock.ExpectQuery(renewBatchSQL(b.names, []int{maxBatchRenewals})).WillReturnRows(sqlmock.NewRows(batchColumns))
 	res, err := b.RenewBatch(context.Background(), rs)
 	if err != nil {
