@@ -119,18 +119,21 @@ func (r *renewer) schedule(n *renewal, due time.Time, slack time.Duration) {
 	r.rearmLocked(slotStart(n.slot))
 }
 
-// add puts n in its bucket.
+// add puts n in its bucket. The bucket is stored before a compaction can
+// run: compact keeps only the slots of the buckets stored.
 func (r *renewer) add(n *renewal) {
 	n.slot = slotOf(n.due)
 	b, ok := r.buckets[n.slot]
-	if !ok {
-		r.slots.push(n.slot)
-		if len(r.slots) > 2*len(r.buckets)+64 {
-			r.compact()
-		}
-	}
 	n.pos = len(b)
 	r.buckets[n.slot] = append(b, n)
+	if ok {
+		return
+	}
+	if len(r.slots) >= 2*len(r.buckets)+64 {
+		r.compact() // pushes n's slot with the others
+		return
+	}
+	r.slots.push(n.slot)
 }
 
 // compact rebuilds slots from the buckets. A bucket emptied by cancel goes at

@@ -25,6 +25,7 @@ func (s *suite) managerCases() []testCase {
 		{"TwoOwnersContend", s.mTwoOwners},
 		{"StaleOwnerCannotTouchNewHolding", s.mStaleOwner},
 		{"AutoRenewOutlivesSeveralTTLs", s.mAutoRenew},
+		{"LeaseRenewsAfterABurstOfShortJobs", s.mBurstThenRenew},
 		{"AbandonedGrantIsReleased", s.mAbandonedGrant},
 		{"AmbiguousAcquireIsReleased", s.mAmbiguousAcquire},
 		{"BackendFaultIsNotErrNotAcquired", s.mBackendFault},
