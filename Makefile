@@ -9,7 +9,7 @@ GO ?= go
 # Tests that need Redis or PostgreSQL fail, not skip, when they are missing.
 export LEASEHOLD_REQUIRE_SERVICES ?= 1
 
-.PHONY: test services vet unit build fuzz bench stress model-deep
+.PHONY: test services vet unit build fuzz bench stress model-deep model-long
 
 test: services vet unit build
 
@@ -51,6 +51,13 @@ fuzz:
 # (the fault run); allow about 15 minutes of CPU.
 model-deep:
 	LEASEHOLD_MODEL_DEEP=1 $(GO) test -count=1 -timeout 2h -v ./actors/model
+
+# Not part of `make test` (which runs 300 short sequences of each): the
+# renewer's and the alarm heaps' model tests, long: 5,000 random sequences of
+# 2,000 steps (schedule, move, cancel, fire on a fake clock, against a plain
+# model of each). A few minutes under the race detector.
+model-long:
+	LEASEHOLD_MODEL_LONG=1 $(GO) test -race -count=1 -timeout 1h -run '^Test(Renewer|Alarms)Model$$' -v ./actors
 
 # Not part of `make test` (which runs it for 2 s): the engine stress test, long.
 stress:

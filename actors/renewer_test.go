@@ -11,7 +11,7 @@ import (
 func sink(t *testing.T, size int) (*renewer, <-chan []messages.Renewal) {
 	t.Helper()
 	got := make(chan []messages.Renewal, 100)
-	r := newRenewer(size, time.Hour, func(b []messages.Renewal) { got <- b })
+	r := newRenewer(systemClock{}, size, time.Hour, func(b []messages.Renewal) { got <- b })
 	t.Cleanup(r.stop)
 	return r, got
 }
@@ -117,7 +117,7 @@ func TestRenewerChurnLeavesNothing(t *testing.T) {
 func TestRenewerKeepsTimeWhileASendIsHeld(t *testing.T) {
 	held := make(chan struct{})
 	got := make(chan uint64, 10)
-	r := newRenewer(10, time.Hour, func(b []messages.Renewal) {
+	r := newRenewer(systemClock{}, 10, time.Hour, func(b []messages.Renewal) {
 		if b[0].Seq == 1 {
 			<-held
 		}
