@@ -15,6 +15,7 @@ func (s *suite) managerCases() []testCase {
 		{"RejectedRenewalIsLoss", s.mRejected},
 		{"RenewOnReleasedHandle", s.mRenewReleased},
 		{"RenewWithCancelledContext", s.mRenewCancelled},
+		{"RefusedRenewChangesNothing", s.mRefusedRenew},
 		{"ExplicitRenewKeepsTokenExtendsExpiry", s.mExplicitRenew},
 		{"ShorterRenewalNotConfirmedFailsClosed", s.mShorterRenewalFailsClosed},
 		{"ExplicitRenewDuringAutomaticRenewals", s.mExplicitRenewDuringAutomatic},
