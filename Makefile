@@ -9,7 +9,7 @@ GO ?= go
 # Tests that need Redis or PostgreSQL fail, not skip, when they are missing.
 export LEASEHOLD_REQUIRE_SERVICES ?= 1
 
-.PHONY: test services vet unit build fuzz bench stress model-deep
+.PHONY: test services vet unit build fuzz bench stress soak model-deep model-long
 
 test: services vet unit build
 
@@ -52,9 +52,26 @@ fuzz:
 model-deep:
 	LEASEHOLD_MODEL_DEEP=1 $(GO) test -count=1 -timeout 2h -v ./actors/model
 
+# Not part of `make test` (which runs 300 short sequences of each): the
+# renewer's and the alarm heaps' model tests, long: 5,000 random sequences of
+# 2,000 steps (schedule, move, cancel, fire on a fake clock, against a plain
+# model of each). A few minutes under the race detector.
+model-long:
+	LEASEHOLD_MODEL_LONG=1 $(GO) test -race -count=1 -timeout 1h -run '^Test(Renewer|Alarms)Model$$' -v ./actors
+
 # Not part of `make test` (which runs it for 2 s): the engine stress test, long.
 stress:
 	$(GO) test -race -count=1 -run '^TestStress$$' -stress.duration 5m -timeout 30m .
+
+# Not part of `make test` (which runs it for 2 s per backend): the soak, long.
+# Short jobs in bursts with quiet spells, leases held for a few renewals and
+# long-lived ones, on memory and on the Redis at LEASEHOLD_REDIS_ADDR: no
+# lease lost, no renewal failed and HealthCheck nil at every probe. Its log
+# line gives the counts. SOAK=5m for another length; -soak.backends memory
+# (or redis) for one backend.
+SOAK ?= 10m
+soak:
+	$(GO) test -race -count=1 -run '^TestSoak$$' -soak.duration $(SOAK) -timeout 60m -v .
 
 # Not part of `make test`: the engine's own cost against a mutex-map floor.
 bench:

@@ -13,7 +13,8 @@ var ErrUnhealthy = errors.New("leasehold: unhealthy")
 
 // HealthCheck returns nil while every auto-renewed lease has had a renewal
 // confirmed within its renew period plus a margin (a tenth of its TTL, at most
-// a second) and the backend answered its last call; otherwise an error
+// a second; period and TTL those of the last renewal: after Renew with
+// another TTL the period in force stretches with it) and the backend answered its last call; otherwise an error
 // (matching ErrUnhealthy) naming each late lease and the backend's last
 // failure. It makes no backend call, so it is cheap enough for a liveness or
 // readiness probe:
@@ -39,10 +40,13 @@ func (m *Manager) HealthCheck() error {
 		if !h.AutoRenew || h.Err() != nil {
 			continue
 		}
-		since := now.Sub(h.Confirmed())
-		if allowed := h.RenewEvery + actors.HealthSlack(h.TTL); since > allowed {
-			problems = append(problems, fmt.Errorf("lease %q (token %d): no renewal confirmed for %v (renewed every %v)",
-				h.Name, h.Token, since.Round(time.Millisecond), h.RenewEvery))
+		// The period in force: a Renew with another TTL stretches or
+		// shrinks the one after it.
+		at, ttl, every := h.Confirmed()
+		since := now.Sub(at)
+		if allowed := every + actors.HealthSlack(ttl); since > allowed {
+			problems = append(problems, fmt.Errorf("lease %q (token %d): no renewal confirmed for %v (next one due %v after the last)",
+				h.Name, h.Token, since.Round(time.Millisecond), every))
 		}
 	}
 	if len(problems) == 0 {

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -58,7 +57,9 @@ func (l *Lease) Lost() <-chan struct{} { return l.h.Lost() }
 func (l *Lease) Err() error { return l.h.Err() }
 
 // Renew extends the lease now, for ttl (0 keeps the acquire TTL) from the
-// moment of the request. It returns the handle's error (wrapping ErrReleased or
+// moment of the request. A ttl the backend cannot keep (outside [1ms,
+// MaxTTL], or outside the backend's own limits, backend.Info) is
+// ErrInvalidOption, and changes nothing. It returns the handle's error (wrapping ErrReleased or
 // ErrLost) without any backend call when the holding has ended, ctx's error
 // without any backend call when ctx has ended, an error wrapping ErrLost when
 // the backend says the holding is gone, and a wrapped backend error when the
@@ -72,7 +73,9 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if ttl != 0 {
-		if err := backend.CheckTTL(ttl); err != nil {
+		// Against the store's own limits too, before anything changes: a
+		// shorter TTL lowers the local deadline as the renewal is sent.
+		if err := l.m.info.CheckTTL(ttl); err != nil {
 			return fmt.Errorf("%w: Renew: %w", ErrInvalidOption, err)
 		}
 	}

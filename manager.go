@@ -26,6 +26,7 @@ import (
 // done.
 type Manager struct {
 	b          backend.Backend
+	info       backend.Info // b's, with its TTL limits
 	owner      string
 	prefix     string
 	normalizer func(string) (string, error)
@@ -72,7 +73,7 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("leasehold: metrics: %w", err)
 	}
 	m := &Manager{
-		b: b, owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
+		b: b, info: b.Info(), owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
 		system: c.system, closeDone: make(chan struct{}),
 		subs: map[*Subscription]struct{}{},
 	}
@@ -144,6 +145,9 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 	c, err := acquireOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := m.info.CheckTTL(c.ttl); err != nil {
+		return nil, fmt.Errorf("%w: acquire %q: %w", ErrInvalidOption, name, err)
 	}
 	key, err := m.keyOf(name)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/actors"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/messages"
 	"go.opentelemetry.io/otel/metric"
@@ -171,7 +172,10 @@ func WithTTL(d time.Duration) AcquireOption {
 }
 
 // WithRenewEvery sets the auto-renewal period. Default TTL/3; it must be
-// greater than 0 and less than the TTL.
+// greater than 0 and at most the TTL less twice its safety margin (a tenth of
+// the TTL, at most a second): 0.8 × TTL up to a 10 s TTL, TTL − 2s from
+// there. A longer period could not have its renewal confirmed before the
+// local deadline.
 func WithRenewEvery(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) {
 		if d <= 0 {
@@ -211,8 +215,9 @@ func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
 	}
 	if c.renewEvery == 0 {
 		c.renewEvery = c.ttl / 3
-	} else if c.renewEvery >= c.ttl {
-		return c, fmt.Errorf("%w: WithRenewEvery(%v): must be less than the TTL %v", ErrInvalidOption, c.renewEvery, c.ttl)
+	} else if most := actors.MaxRenewEvery(c.ttl); c.renewEvery > most {
+		return c, fmt.Errorf("%w: WithRenewEvery(%v): at most %v with TTL %v (the local deadline is the TTL less a margin of %v, and a renewal needs as much again to be confirmed before it)",
+			ErrInvalidOption, c.renewEvery, most, c.ttl, actors.HealthSlack(c.ttl))
 	}
 	return c, nil
 }

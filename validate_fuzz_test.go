@@ -30,8 +30,9 @@ func FuzzValidation(f *testing.F) {
 		if waitD > 0 {
 			waitD = 0 // keep the fuzzer fast: a positive wait validates like 0
 		}
+		margin := min(ttlD/10, time.Second) // the local deadline is TTL - margin; a renewal needs another margin
 		optsOK := ttlD >= time.Millisecond && ttlD <= leasehold.MaxTTL &&
-			renewD >= 0 && (renewD == 0 || renewD < ttlD) && (waitD == 0 || waitD == leasehold.WaitForever)
+			renewD >= 0 && (renewD == 0 || renewD <= ttlD-2*margin) && (waitD == 0 || waitD == leasehold.WaitForever)
 		opts := []leasehold.AcquireOption{leasehold.WithTTL(ttlD), leasehold.WithWait(0)}
 		if renewD != 0 || renew < 0 {
 			opts = append(opts, leasehold.WithRenewEvery(renewD))

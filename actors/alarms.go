@@ -28,11 +28,12 @@ import (
 // tick it gets carries the generation of the arming, so a tick from an arming
 // that was replaced while it was on its way is told apart (as with timer).
 type alarms struct {
-	root *actor.RootContext
+	clock   Clock
+	deliver func(pid *actor.PID, msg any) // the root context's Send
 
 	mu      sync.Mutex
 	h       alarmHeap
-	t       *time.Timer
+	t       Timer
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
@@ -61,14 +62,15 @@ type alarm struct {
 	tick  func(gen uint64) any
 }
 
-func newAlarms(root *actor.RootContext) *alarms {
-	s := &alarms{root: root, done: make(chan struct{}), t: time.NewTimer(time.Hour), ticks: make(chan tick, 1024)}
-	s.t.Stop()
+// newAlarms returns a running alarm heap on clock that hands its ticks to
+// deliver.
+func newAlarms(clock Clock, deliver func(pid *actor.PID, msg any)) *alarms {
+	s := &alarms{clock: clock, deliver: deliver, done: make(chan struct{}), t: clock.NewTimer(), ticks: make(chan tick, 1024)}
 	s.running.Go(s.run)
 	for range deliverers {
 		s.workers.Go(func() {
 			for t := range s.ticks {
-				s.root.Send(t.pid, t.msg)
+				s.deliver(t.pid, t.msg)
 			}
 		})
 	}
@@ -79,7 +81,7 @@ func newAlarms(root *actor.RootContext) *alarms {
 func (s *alarms) run() {
 	for {
 		select {
-		case <-s.t.C:
+		case <-s.t.C():
 			s.fire()
 		case <-s.done:
 			return
@@ -138,7 +140,7 @@ func (s *alarms) rearmLocked() {
 		return // armed for that time or earlier already
 	}
 	s.armedAt = next
-	s.t.Reset(max(time.Until(next), 0)) // since Go 1.23 no stale tick survives a Reset
+	s.t.ResetAt(next)
 }
 
 // fire sends the tick of every alarm that is due and re-arms for the next.
@@ -149,7 +151,7 @@ func (s *alarms) fire() {
 		s.mu.Unlock()
 		return
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	for len(s.h) > 0 && !s.h[0].at.After(now) {
 		a := heap.Pop(&s.h).(*alarm)
 		ticks = append(ticks, tick{a.pid, a.tick(a.gen)})

@@ -46,7 +46,7 @@ func TestAlarmHeldByOneActorDelaysNoOther(t *testing.T) {
 	defer root.Stop(busyPID)
 	defer root.Stop(otherPID)
 
-	s := newAlarms(root)
+	s := newAlarms(systemClock{}, root.Send)
 	defer s.stop()
 	release := sync.OnceFunc(func() { close(busy.hold) })
 	defer release() // before stop, whatever happens: stop waits for deliveries

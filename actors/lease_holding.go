@@ -40,11 +40,11 @@ type holding struct {
 // its pickup window (lease_handoff.go).
 func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, pickup bool) {
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
-	h.TTL, h.AutoRenew, h.RenewEvery = m.TTL, m.AutoRenew, m.RenewEvery
+	h.AutoRenew = m.AutoRenew
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup,
 		next: renewal{pos: -1}}
 	a.state = held
-	h.SetDeadline(a.cur.deadline, a.now)
+	h.Confirm(a.cur.deadline, a.now, m.TTL, m.RenewEvery)
 	a.entry.holding.Store(h)
 	a.cfg.Metrics.heldDelta(1)
 	switch {
@@ -129,7 +129,7 @@ func (a *leaseActor) mayShorten(sent time.Time, ttl time.Duration) {
 	c := a.cur
 	if d := localDeadline(sent, ttl); d.Before(c.deadline) {
 		c.deadline = d
-		c.h.SetDeadline(d, a.now)
+		c.h.SetDeadline(d)
 		a.armHold()
 	}
 }
@@ -171,10 +171,11 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
 		c.deadline = localDeadline(c.renewSent, c.renewTTL)
-		c.h.SetDeadline(c.deadline, a.now)
+		every := renewDelay(c.renewEvery, c.ttl, c.renewTTL)
+		c.h.Confirm(c.deadline, a.now, c.renewTTL, every)
 		c.pickup = false
 		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
-			a.scheduleRenewal(a.now.Add(spread(renewDelay(c.renewEvery, c.ttl, c.renewTTL))), a.renewSlack())
+			a.scheduleRenewal(a.now.Add(spread(every)), a.renewSlack())
 		}
 		a.armHold()
 		sendAll(replies, nil)

@@ -38,16 +38,19 @@ type renewer struct {
 	send   func(batch []messages.Renewal) // to the backend actor
 	size   int                            // renewals per batch, at most
 	window time.Duration                  // the most any renewal may go early
+	clock  Clock
+	epoch  time.Time // the origin of the slot numbers
 
 	mu      sync.Mutex
 	buckets map[int64][]*renewal // slot → the renewals due in it; none empty
 	slots   slotHeap             // the slots of buckets, and of some gone since
-	t       *time.Timer
+	t       Timer
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
-	done    chan struct{} // closed by stop
-	running sync.WaitGroup
+	done    chan struct{}  // closed by stop
+	running sync.WaitGroup // run
+	sends   sync.WaitGroup // the goroutines posting batches
 }
 
 // slotWidth is the wheel's granularity: renewals due within one slot are
@@ -66,11 +69,11 @@ type renewal struct {
 	sent  time.Time        // when the renewer sent it (zero: not sent)
 }
 
-// newRenewer returns a running renewer that sends batches of at most size
-// renewals; window is the most a renewal may go early (the batching delay;
-// 0: the default). With batches of one, nothing goes early: there is no
-// round trip to share.
-func newRenewer(size int, window time.Duration, send func([]messages.Renewal)) *renewer {
+// newRenewer returns a running renewer on clock that sends batches of at most
+// size renewals; window is the most a renewal may go early (the batching
+// delay; 0: the default). With batches of one, nothing goes early: there is
+// no round trip to share.
+func newRenewer(clock Clock, size int, window time.Duration, send func([]messages.Renewal)) *renewer {
 	if size <= 0 {
 		size = DefaultRenewBatchSize
 	}
@@ -80,9 +83,8 @@ func newRenewer(size int, window time.Duration, send func([]messages.Renewal)) *
 	case window <= 0:
 		window = DefaultRenewBatchDelay
 	}
-	r := &renewer{send: send, size: size, window: window, buckets: map[int64][]*renewal{},
-		done: make(chan struct{}), t: time.NewTimer(time.Hour)}
-	r.t.Stop()
+	r := &renewer{send: send, size: size, window: window, clock: clock, epoch: clock.Now(),
+		buckets: map[int64][]*renewal{}, done: make(chan struct{}), t: clock.NewTimer()}
 	r.running.Go(r.run)
 	return r
 }
@@ -91,7 +93,7 @@ func newRenewer(size int, window time.Duration, send func([]messages.Renewal)) *
 func (r *renewer) run() {
 	for {
 		select {
-		case <-r.t.C:
+		case <-r.t.C():
 			r.fire()
 		case <-r.done:
 			return
@@ -99,12 +101,21 @@ func (r *renewer) run() {
 	}
 }
 
-// slotOf is the slot of t; slotStart its first instant.
-func slotOf(t time.Time) int64       { return int64(t.Sub(epoch) / slotWidth) }
-func slotStart(slot int64) time.Time { return epoch.Add(time.Duration(slot) * slotWidth) }
+// slotOf is the slot of t, rounded down (also before the epoch: a slot must
+// never start after the renewals in it are due).
+func (r *renewer) slotOf(t time.Time) int64 {
+	d := t.Sub(r.epoch)
+	s := int64(d / slotWidth)
+	if d%slotWidth < 0 {
+		s--
+	}
+	return s
+}
 
-// epoch is the origin of the slot numbers (monotonic, like every time here).
-var epoch = time.Now()
+// slotStart is the first instant of slot.
+func (r *renewer) slotStart(slot int64) time.Time {
+	return r.epoch.Add(time.Duration(slot) * slotWidth)
+}
 
 // schedule sets n to be sent by due, or up to slack (at most the window)
 // earlier when other renewals go then. A renewal scheduled already is moved.
@@ -116,21 +127,24 @@ func (r *renewer) schedule(n *renewal, due time.Time, slack time.Duration) {
 	}
 	n.due, n.early, n.sent = due, due.Add(-min(max(slack, 0), r.window)), time.Time{}
 	r.add(n)
-	r.rearmLocked(slotStart(n.slot))
+	r.rearmLocked(r.slotStart(n.slot))
 }
 
-// add puts n in its bucket.
+// add puts n in its bucket. The bucket is stored before a compaction can
+// run: compact keeps only the slots of the buckets stored.
 func (r *renewer) add(n *renewal) {
-	n.slot = slotOf(n.due)
+	n.slot = r.slotOf(n.due)
 	b, ok := r.buckets[n.slot]
-	if !ok {
-		r.slots.push(n.slot)
-		if len(r.slots) > 2*len(r.buckets)+64 {
-			r.compact()
-		}
-	}
 	n.pos = len(b)
 	r.buckets[n.slot] = append(b, n)
+	if ok {
+		return
+	}
+	if len(r.slots) >= 2*len(r.buckets)+64 {
+		r.compact() // pushes n's slot with the others
+		return
+	}
+	r.slots.push(n.slot)
 }
 
 // compact rebuilds slots from the buckets. A bucket emptied by cancel goes at
@@ -184,7 +198,7 @@ func (r *renewer) rearmLocked(at time.Time) {
 		return
 	}
 	r.armedAt = at
-	r.t.Reset(max(time.Until(at), 0))
+	r.t.ResetAt(at)
 }
 
 // fire sends every renewal that may go now, in batches of at most size, and
@@ -197,11 +211,11 @@ func (r *renewer) fire() {
 		r.mu.Unlock()
 		return
 	}
-	now := time.Now()
+	now := r.clock.Now()
 	r.armedAt = time.Time{}
 	var next time.Time // when the first renewal kept back is due
 	// Buckets in slot order, as long as their renewals may go early now.
-	for len(r.slots) > 0 && !slotStart(r.slots[0]).After(now.Add(r.window)) {
+	for len(r.slots) > 0 && !r.slotStart(r.slots[0]).After(now.Add(r.window)) {
 		slot := r.slots[0]
 		b, ok := r.buckets[slot]
 		if !ok { // emptied by cancel, or met already under another entry
@@ -243,8 +257,11 @@ func (r *renewer) fire() {
 		batches = append(batches, batch)
 	}
 	if len(r.slots) > 0 {
-		at := slotStart(r.slots[0])
-		if !next.IsZero() && (at.Before(now) || next.Before(at)) {
+		// A bucket kept back has started already (at is now or
+		// earlier): the timer waits for its first due time, not for
+		// at, which would fire again at once.
+		at := r.slotStart(r.slots[0])
+		if !next.IsZero() && (!at.After(now) || next.Before(at)) {
 			at = next
 		}
 		r.rearmLocked(at)
@@ -255,7 +272,7 @@ func (r *renewer) fire() {
 	// backend actor's may stay busy for long under load, while this one
 	// must keep the time.
 	for _, b := range batches {
-		r.running.Go(func() { r.send(b) })
+		r.sends.Go(func() { r.send(b) })
 	}
 }
 
@@ -267,6 +284,7 @@ func (r *renewer) stop() {
 	r.mu.Unlock()
 	close(r.done)
 	r.running.Wait()
+	r.sends.Wait()
 }
 
 // slotHeap is a min-heap of slot numbers.

@@ -11,7 +11,7 @@ import (
 func sink(t *testing.T, size int) (*renewer, <-chan []messages.Renewal) {
 	t.Helper()
 	got := make(chan []messages.Renewal, 100)
-	r := newRenewer(size, time.Hour, func(b []messages.Renewal) { got <- b })
+	r := newRenewer(systemClock{}, size, time.Hour, func(b []messages.Renewal) { got <- b })
 	t.Cleanup(r.stop)
 	return r, got
 }
@@ -117,7 +117,7 @@ func TestRenewerChurnLeavesNothing(t *testing.T) {
 func TestRenewerKeepsTimeWhileASendIsHeld(t *testing.T) {
 	held := make(chan struct{})
 	got := make(chan uint64, 10)
-	r := newRenewer(10, time.Hour, func(b []messages.Renewal) {
+	r := newRenewer(systemClock{}, 10, time.Hour, func(b []messages.Renewal) {
 		if b[0].Seq == 1 {
 			<-held
 		}
@@ -148,5 +148,36 @@ func TestRenewerWithBatchesOfOneSendsNothingEarly(t *testing.T) {
 	}
 	if sent, wasSent := r.cancel(b); wasSent {
 		t.Errorf("renewal 2 went at %v, an hour early, with batches of one", sent)
+	}
+}
+
+// A renewal that needs a new slot just when stale slots have piled up (64 or
+// more leases taken and released before their first renewal, each in a slot
+// of its own) is still sent: the compaction that the new slot sets off keeps
+// it. (It used to rebuild the slots from the buckets before the new bucket
+// was stored, so the renewal was never sent and its lease expired.)
+func TestRenewerSendsTheRenewalThatSetsOffACompaction(t *testing.T) {
+	r, got := sink(t, 10)
+	n := newRenewal(1)
+	later := time.Now().Add(time.Hour)
+	for i := range 200 {
+		r.schedule(n, later.Add(time.Duration(i)*slotWidth), 0)
+		r.cancel(n)
+	}
+	for i := range 200 { // whichever count of stale slots sets it off
+		m := newRenewal(uint64(2 + i))
+		r.schedule(m, time.Now(), 0)
+		select {
+		case batch := <-got:
+			if len(batch) != 1 || batch[0].Seq != m.call.Seq {
+				t.Fatalf("sent %v, want renewal %d alone", batch, m.call.Seq)
+			}
+		case <-time.After(10 * time.Second): // it goes within a slot when it is kept
+			t.Fatalf("renewal %d (after %d stale slots and %d renewals sent) was never sent", m.call.Seq, 200, i)
+		}
+		for j := range 3 { // more stale slots before the next one
+			r.schedule(n, later.Add(time.Duration(1000+3*i+j)*slotWidth), 0)
+			r.cancel(n)
+		}
 	}
 }

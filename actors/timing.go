@@ -20,13 +20,21 @@ func localDeadline(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(ttl - safetyMargin(ttl))
 }
 
+// MaxRenewEvery is the longest renewal period a lease of ttl can keep: its
+// local deadline is ttl minus the safety margin, and a renewal needs as much
+// again to be sent and confirmed before it (the margin HealthCheck allows a
+// renewal to be late by).
+func MaxRenewEvery(ttl time.Duration) time.Duration { return ttl - 2*safetyMargin(ttl) }
+
 // renewDelay is the time to the next auto-renewal after a renewal of ttl:
-// renewEvery, scaled when an explicit Renew chose another TTL.
+// renewEvery, scaled when an explicit Renew chose another TTL, and never
+// more than such a TTL can keep (the margin is not a fixed share of the TTL,
+// so a period that fits the acquire's TTL may not fit a shorter one).
 func renewDelay(renewEvery, acquireTTL, ttl time.Duration) time.Duration {
 	if ttl == acquireTTL {
 		return renewEvery
 	}
-	return time.Duration(float64(renewEvery) * float64(ttl) / float64(acquireTTL))
+	return min(time.Duration(float64(renewEvery)*float64(ttl)/float64(acquireTTL)), MaxRenewEvery(ttl))
 }
 
 // spread shortens a renewal period by up to a tenth at random, so that leases

@@ -61,6 +61,12 @@ func TestSpreadAndRenewDelays(t *testing.T) {
 	if d := renewDelay(10*time.Second, 30*time.Second, 15*time.Second); d != 5*time.Second {
 		t.Errorf("renewDelay scaled = %v, want 5s", d)
 	}
+	// A Renew with a shorter TTL: the period scaled down with it (58s for
+	// 60s, so 5.8s for 6s) would come after the local deadline (5.4s); it
+	// is capped so that the renewal is confirmed in time (4.8s).
+	if d, deadline := renewDelay(58*time.Second, time.Minute, 6*time.Second), 6*time.Second-600*time.Millisecond; d > deadline-600*time.Millisecond {
+		t.Errorf("renewDelay after Renew(6s) of a 60s lease renewed every 58s = %v, local deadline %v: want room for the round trip", d, deadline)
+	}
 	if d := renewRetryDelay(0); d <= 0 {
 		t.Errorf("renewRetryDelay(0) = %v", d)
 	}

@@ -16,6 +16,13 @@ type Info struct {
 	// per key and hands a released key to its head (AcquireRequest.Queue;
 	// the rules are in queue.go).
 	Queue bool
+	// TTLUnit, when not 0, is the granularity of the TTLs the store keeps
+	// (etcd: a second), and MinTTL, when above backend.MinTTL, the shortest.
+	// A backend declares here every TTL limit of its own: the engine checks
+	// an Acquire's and a Renew's TTL against them (CheckTTL) before anything
+	// changes, so that a TTL the store would refuse never shortens a lease.
+	TTLUnit time.Duration
+	MinTTL  time.Duration
 }
 
 // Backend is a lease store. Implementations must be safe for concurrent use.

@@ -78,6 +78,34 @@ func CheckTTL(ttl time.Duration) error {
 	return nil
 }
 
+// CheckTTL reports why the store i describes cannot keep ttl: outside
+// [MinTTL, MaxTTL], not a whole number of its TTL unit, or below its own
+// minimum.
+func (i Info) CheckTTL(ttl time.Duration) error {
+	if err := CheckTTL(ttl); err != nil {
+		return err
+	}
+	if u := i.TTLUnit; u > 0 && ttl%u != 0 {
+		return fmt.Errorf("%w: TTL %v is not a whole number of %s (%s leases count whole %s)", ErrInvalidRequest, ttl, unitName(u), i.Name, unitName(u))
+	}
+	if ttl < i.MinTTL {
+		return fmt.Errorf("%w: TTL %v is below this %s backend's minimum %v", ErrInvalidRequest, ttl, i.Name, i.MinTTL)
+	}
+	return nil
+}
+
+// unitName names a TTL unit in the plural: "seconds", "milliseconds", or
+// "units of 2s".
+func unitName(u time.Duration) string {
+	switch u {
+	case time.Second:
+		return "seconds"
+	case time.Millisecond:
+		return "milliseconds"
+	}
+	return "units of " + u.String()
+}
+
 // CheckMetadata reports why m cannot be stored: invalid UTF-8, a NUL byte (which
 // PostgreSQL text cannot hold) or longer than MaxMetadataBytes.
 func CheckMetadata(m string) error {

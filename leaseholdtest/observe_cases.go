@@ -17,6 +17,7 @@ import (
 func (s *suite) observeCases() []testCase {
 	return []testCase{
 		{"HealthCheckFollowsRenewals", s.mHealth},
+		{"HealthyAfterALongerRenew", s.mHealthAfterLongerRenew},
 		{"MetricsCountCallsAndLeases", s.mMetrics},
 	}
 }
@@ -40,6 +41,35 @@ func (s *suite) mHealth(t *testing.T) {
 	eventually(t, "HealthCheck to recover", func() bool { return m.HealthCheck() == nil })
 	if l.Err() != nil {
 		t.Errorf("lease lost: %v", l.Err())
+	}
+}
+
+// mHealthAfterLongerRenew: after Renew with ten times the TTL the next
+// automatic renewal comes ten periods later (the period stretches with the
+// TTL); HealthCheck judges lateness by that period, so it stays nil until
+// that renewal is confirmed, and after. (It used to judge by the acquire's
+// period and call the lease unhealthy one period after the Renew.)
+func (s *suite) mHealthAfterLongerRenew(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	ttl := s.short
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(ttl))
+	if err := l.Renew(ctxT(t), 10*ttl); err != nil {
+		t.Fatal(err)
+	}
+	renews := p.f.Renews.Load()
+	deadline := time.Now().Add(10 * ttl) // the next renewal is due 10/3 TTL after the Renew
+	for p.f.Renews.Load() < renews+2 {   // the stretched period's renewal, and one of the normal period
+		if err := m.HealthCheck(); err != nil {
+			t.Fatalf("%d automatic renewals after Renew(%v): %v", p.f.Renews.Load()-renews, 10*ttl, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d automatic renewals in %v after Renew(%v), want 2", p.f.Renews.Load()-renews, 10*ttl, 10*ttl)
+		}
+		time.Sleep(5 * time.Millisecond) // a probe's pace: HealthCheck has no signal to await
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("lost: %v", err)
 	}
 }
 

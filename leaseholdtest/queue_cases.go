@@ -18,6 +18,7 @@ import (
 func (s *suite) queueCases() []testCase {
 	return []testCase{
 		{"WaitersAcrossManagersGoInArrivalOrder", s.qFIFO},
+		{"LocalWaiterQueuesOnceItsManagersHoldingEnds", s.qLocalNextJoinsAfterHolding},
 		{"CancelledWaiterLeavesTheQueue", s.qCancelLeaves},
 		{"TimedOutWaiterLeavesTheQueue", s.qTimeoutLeaves},
 		{"ClosedManagerLeavesTheQueue", s.qCloseLeaves},
@@ -150,6 +151,42 @@ func (s *suite) qFIFO(t *testing.T) {
 	// A lease taken by hand-off renews to its TTL like any other.
 	if err := l3.Renew(ctxT(t), 0); err != nil {
 		t.Errorf("Renew of a handed-over lease: %v", err)
+	}
+}
+
+// qLocalNextJoinsAfterHolding pins what a Manager's second local waiter
+// does: it stands in the store's queue only once its Manager's holding of the
+// name has ended (one ownership call per key at a time), so another
+// Manager's waiter that queued meanwhile, later than it, is served first:
+// the name goes round the processes that want it.
+func (s *suite) qLocalNextJoinsAfterHolding(t *testing.T) {
+	p := s.queuePair(t)
+	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
+	l1 := mustAcquire(t, m1, "job")
+	// o1's second waiter, in o1's local queue before o2's waiter arrives.
+	queued := newSentContext()
+	c1 := make(chan acquired, 1)
+	go func() {
+		l, err := m1.Acquire(queued, "job", leasehold.WithWait(leasehold.WaitForever))
+		c1 <- acquired{l, err}
+	}()
+	<-queued.sent
+	c2 := waitFor(t, p, ctxT(t), m2, "job")
+	if n := p.f.AcquiresBy("o1"); n != 1 {
+		t.Errorf("o1 made %d acquire calls while it held the name, want 1 (its own grant): its next waiter asks only once the holding ends", n)
+	}
+	if err := l1.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	l2 := got(t, c2, "o2's waiter (first in the store's queue)")
+	notYet(t, c1, "o1's second waiter")
+	eventually(t, "o1's second waiter to stand in the store's queue", func() bool { return p.f.AcquiresBy("o1") > 1 })
+	if err := l2.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	l3 := got(t, c1, "o1's second waiter")
+	if l3.Token() <= l2.Token() || l2.Token() <= l1.Token() {
+		t.Errorf("tokens %d, %d, %d: not increasing", l1.Token(), l2.Token(), l3.Token())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 )
 
 // Renewal: explicit, automatic, on released handles and with cancelled contexts.
@@ -161,5 +162,45 @@ func (s *suite) mExplicitRenewDuringAutomatic(t *testing.T) {
 	}
 	if !l.ExpiresAt().After(exp) {
 		t.Errorf("expiry %v, not after %v", l.ExpiresAt(), exp)
+	}
+}
+
+// mRefusedRenew: a Renew whose TTL the store cannot keep (on etcd 1.5 s, not
+// a whole number of seconds; elsewhere below the shortest TTL any backend
+// takes) is ErrInvalidOption before any backend call, and changes nothing:
+// the lease is held, its expiry and its local deadline as they were (it
+// outlives the refused TTL), and it renews as before. (On etcd the local
+// deadline used to drop to the refused TTL's before the store refused it,
+// and the lease was lost early.)
+func (s *suite) mRefusedRenew(t *testing.T) {
+	p := s.pair(t)
+	m := p.manager(t, "o1")
+	ttl := 4 * s.short
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(ttl), leasehold.WithoutAutoRenew())
+	bad := backend.MinTTL / 2
+	if u := p.raw.Info().TTLUnit; u > 0 {
+		bad = max(u, p.raw.Info().MinTTL) + u/2
+	}
+	exp, before := l.ExpiresAt(), p.f.Calls()
+	if err := l.Renew(ctxT(t), bad); !errors.Is(err, leasehold.ErrInvalidOption) {
+		t.Fatalf("Renew(%v) = %v, want ErrInvalidOption", bad, err)
+	}
+	if n := p.f.Calls() - before; n != 0 {
+		t.Errorf("a refused Renew made %d backend calls", n)
+	}
+	if !l.ExpiresAt().Equal(exp) || l.Err() != nil {
+		t.Fatalf("after a refused Renew: expires %v (was %v), err %v", l.ExpiresAt(), exp, l.Err())
+	}
+	wait := max(bad, s.short) // past the refused TTL's deadline, well before the lease's own (0.9 × 4 short)
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost after a refused Renew(%v) of a %v lease: %v", bad, ttl, l.Err())
+	case <-time.After(wait):
+	}
+	if err := l.Renew(ctxT(t), 0); err != nil {
+		t.Fatalf("Renew after the refused one: %v", err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("lost: %v", err)
 	}
 }

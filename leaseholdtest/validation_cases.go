@@ -3,6 +3,7 @@ package leaseholdtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,12 @@ func (s *suite) mInvalidOptions(t *testing.T) {
 		{leasehold.WithRenewEvery(-time.Second)},
 		{leasehold.WithTTL(time.Second), leasehold.WithRenewEvery(time.Second)},
 		{leasehold.WithRenewEvery(2 * time.Second), leasehold.WithTTL(time.Second)},
+		// Above TTL minus twice the margin (a tenth of the TTL, at most a
+		// second): the renewal could not be confirmed before the local
+		// deadline.
+		{leasehold.WithTTL(time.Second), leasehold.WithRenewEvery(950 * time.Millisecond)},
+		{leasehold.WithTTL(time.Second), leasehold.WithRenewEvery(800*time.Millisecond + 1)},
+		{leasehold.WithTTL(time.Hour), leasehold.WithRenewEvery(time.Hour - 2*time.Second + 1)},
 		{leasehold.WithWait(-2)},
 		{leasehold.WithWait(-time.Second)},
 		{leasehold.WithMetadata(strings.Repeat("m", backend.MaxMetadataBytes+1))},
@@ -62,6 +69,10 @@ func (s *suite) mInvalidOptions(t *testing.T) {
 			t.Errorf("case %d: %v, want ErrInvalidOption", i, err)
 		}
 	}
+	// The error gives the largest period that can work.
+	if _, err := m.Acquire(ctxT(t), "job", leasehold.WithTTL(time.Second), leasehold.WithRenewEvery(900*time.Millisecond)); !strings.Contains(fmt.Sprint(err), "at most 800ms") {
+		t.Errorf("WithRenewEvery(900ms) with TTL 1s: %v, want an error saying at most 800ms", err)
+	}
 	if _, err := leasehold.New(p.b, leasehold.WithOwner("")); !errors.Is(err, leasehold.ErrInvalidOption) {
 		t.Errorf("WithOwner(\"\"): %v, want ErrInvalidOption", err)
 	}
@@ -69,7 +80,7 @@ func (s *suite) mInvalidOptions(t *testing.T) {
 		t.Errorf("%d backend calls for invalid options, want 0", n)
 	}
 	// Edges that are valid.
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Hour), leasehold.WithRenewEvery(time.Hour-1), leasehold.WithWait(leasehold.WaitForever))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Hour), leasehold.WithRenewEvery(time.Hour-2*time.Second), leasehold.WithWait(leasehold.WaitForever))
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

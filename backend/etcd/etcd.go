@@ -54,7 +54,10 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 }
 
 // Info implements backend.Backend.
-func (b *Backend) Info() backend.Info { return backend.Info{Name: "etcd"} }
+// etcd leases count whole seconds, at least the backend's minimum.
+func (b *Backend) Info() backend.Info {
+	return backend.Info{Name: "etcd", TTLUnit: time.Second, MinTTL: b.minTTL}
+}
 
 // Close implements backend.Backend. The backend holds nothing of its own: the
 // client is the caller's and every call's streams end with the call.
@@ -99,14 +102,14 @@ func (b *Backend) decode(kv *mvccpb.KeyValue) (holding, error) {
 
 func (b *Backend) etcdKey(key string) string { return b.prefix + key }
 
-// ttlSeconds checks ttl against etcd's limits: whole seconds, at least minTTL.
+// ttlSeconds checks ttl against etcd's limits (Info: whole seconds, at least
+// minTTL), the same check the engine makes before it sends anything.
 func (b *Backend) ttlSeconds(ttl time.Duration) (int64, error) {
-	if ttl%time.Second != 0 {
-		return 0, fmt.Errorf("%w: TTL %v is not a whole number of seconds (etcd leases count whole seconds)", backend.ErrInvalidRequest, ttl)
-	}
-	if ttl < b.minTTL {
-		return 0, fmt.Errorf("%w: TTL %v is below this etcd backend's minimum %v (etcd raises shorter leases to 1.5 × its election timeout; see WithMinTTL)",
-			backend.ErrInvalidRequest, ttl, b.minTTL)
+	if err := b.Info().CheckTTL(ttl); err != nil {
+		if ttl%time.Second == 0 { // whole seconds: below the minimum
+			return 0, fmt.Errorf("%w (etcd raises shorter leases to 1.5 × its election timeout; see WithMinTTL)", err)
+		}
+		return 0, err
 	}
 	return int64(ttl / time.Second), nil
 }

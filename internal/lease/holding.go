@@ -18,10 +18,8 @@ type Holding struct {
 	Token    uint64
 	Metadata string
 
-	// How it is kept alive, fixed at the grant (for Manager.HealthCheck).
-	TTL        time.Duration
-	AutoRenew  bool
-	RenewEvery time.Duration
+	// AutoRenew: it renews by itself (fixed at the grant).
+	AutoRenew bool
 
 	// The context and the Lost channel are made on first use: many
 	// holdings are never asked for them, and they are a large part of a
@@ -34,8 +32,12 @@ type Holding struct {
 	expiresAt time.Time
 	deadline  time.Time // local, monotonic: past it the holding counts as lost
 	confirmed time.Time // local: when the last acquire or renewal was confirmed
-	err       error
-	handle    any
+	// The TTL that confirmation gave, and the period to the next automatic
+	// renewal after it (it stretches with a Renew's TTL), for
+	// Manager.HealthCheck.
+	ttl, every time.Duration
+	err        error
+	handle     any
 }
 
 // NewHolding starts a holding that lasts until End.
@@ -117,19 +119,29 @@ func (h *Holding) Err() error {
 	return h.err
 }
 
-// SetDeadline records the local deadline of the last confirmed acquire or
-// renewal, confirmed at now (local clock).
-func (h *Holding) SetDeadline(t, now time.Time) {
+// SetDeadline lowers or raises the local deadline without a confirmation
+// (a renewal that would shorten the lease is on its way).
+func (h *Holding) SetDeadline(t time.Time) {
 	h.mu.Lock()
-	h.deadline, h.confirmed = t, now
+	h.deadline = t
 	h.mu.Unlock()
 }
 
-// Confirmed is when the last acquire or renewal was confirmed (local clock).
-func (h *Holding) Confirmed() time.Time {
+// Confirm records a confirmed acquire or renewal, confirmed at now (local
+// clock): its local deadline, the TTL it gave and the period to the next
+// automatic renewal.
+func (h *Holding) Confirm(deadline, now time.Time, ttl, every time.Duration) {
+	h.mu.Lock()
+	h.deadline, h.confirmed, h.ttl, h.every = deadline, now, ttl, every
+	h.mu.Unlock()
+}
+
+// Confirmed is when the last acquire or renewal was confirmed (local clock),
+// the TTL it gave, and the period to the next automatic renewal after it.
+func (h *Holding) Confirmed() (at time.Time, ttl, every time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.confirmed
+	return h.confirmed, h.ttl, h.every
 }
 
 // checkDeadlineLocked ends the holding as lost when its local deadline has

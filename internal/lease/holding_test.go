@@ -15,12 +15,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // loss from its own handle, before the lease actor's timer tick is handled.
 func TestHoldingPastItsDeadlineIsLost(t *testing.T) {
 	h := NewHolding("job", "job", "o1", "a1", "", 7, time.Now().Add(time.Minute))
-	h.SetDeadline(time.Now().Add(time.Hour), time.Now())
+	h.SetDeadline(time.Now().Add(time.Hour))
 	if err := h.Err(); err != nil {
 		t.Fatalf("held: %v", err)
 	}
 	ctx := h.Context()
-	h.SetDeadline(time.Now().Add(-time.Millisecond), time.Now()) // as after a long pause
+	h.SetDeadline(time.Now().Add(-time.Millisecond)) // as after a long pause
 	if err := h.Err(); !errors.Is(err, ErrLost) || !errors.Is(err, ErrDeadlinePassed) {
 		t.Fatalf("Err() = %v, want ErrLost (deadline passed)", err)
 	}
@@ -40,11 +40,11 @@ func TestHoldingPastItsDeadlineIsLost(t *testing.T) {
 func TestReleasedHoldingIsNotLost(t *testing.T) {
 	ErrReleased := errors.New("leasehold: lease released") // messages.ErrReleased, which imports this package
 	h := NewHolding("job", "job", "o1", "a1", "", 7, time.Now())
-	h.SetDeadline(time.Now().Add(time.Hour), time.Now())
+	h.SetDeadline(time.Now().Add(time.Hour))
 	if !h.End(ErrReleased, false) {
 		t.Fatal("End did not count")
 	}
-	h.SetDeadline(time.Now().Add(-time.Hour), time.Now())
+	h.SetDeadline(time.Now().Add(-time.Hour))
 	if err := h.Err(); !errors.Is(err, ErrReleased) {
 		t.Errorf("Err() = %v, want ErrReleased", err)
 	}
