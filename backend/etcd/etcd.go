@@ -212,18 +212,28 @@ func (b *Backend) move(ctx context.Context, k string, h holding, val string, lea
 // in whole seconds rounded down (0 while less than a second is left; -1 or
 // ErrLeaseNotFound when the lease is gone), so the bound is one second more.
 // live is false when the lease is gone.
+//
+// A refusal may take 0 as live (the waiter only retries a second later);
+// Inspect and List may not (holdingOf).
 func (b *Backend) remaining(ctx context.Context, lease clientv3.LeaseID) (left time.Duration, live bool, err error) {
+	secs, err := b.timeToLive(ctx, lease)
+	if err != nil || secs < 0 {
+		return 0, false, err
+	}
+	return time.Duration(secs+1) * time.Second, true, nil
+}
+
+// timeToLive is etcd's TTL of lease in whole seconds, rounded down: -1 when
+// the lease is gone.
+func (b *Backend) timeToLive(ctx context.Context, lease clientv3.LeaseID) (int64, error) {
 	resp, err := b.cli.TimeToLive(ctx, lease)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return 0, false, nil
+		return -1, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("lease time to live: %w", err)
+		return 0, fmt.Errorf("lease time to live: %w", err)
 	}
-	if resp.TTL < 0 {
-		return 0, false, nil
-	}
-	return time.Duration(resp.TTL+1) * time.Second, true, nil
+	return max(resp.TTL, -1), nil
 }
 
 // settle waits a moment before an acquire looks at a key again (its lease
