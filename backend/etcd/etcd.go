@@ -19,6 +19,7 @@ import (
 type Backend struct {
 	cli    *clientv3.Client
 	prefix string
+	keys   string // prefix + keySeparator: what every lease's etcd key starts with
 	minTTL time.Duration
 	log    *slog.Logger
 }
@@ -50,7 +51,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	case cfg.logger == nil:
 		return nil, fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 	}
-	return &Backend{cli: cli, prefix: cfg.prefix, minTTL: cfg.minTTL, log: cfg.logger}, nil
+	return &Backend{cli: cli, prefix: cfg.prefix, keys: cfg.prefix + keySeparator, minTTL: cfg.minTTL, log: cfg.logger}, nil
 }
 
 // Info implements backend.Backend.
@@ -97,7 +98,15 @@ func (b *Backend) decode(kv *mvccpb.KeyValue) (holding, error) {
 	return holding{record: r, token: uint64(kv.CreateRevision), modRev: kv.ModRevision, leaseID: clientv3.LeaseID(kv.Lease)}, nil
 }
 
-func (b *Backend) etcdKey(key string) string { return b.prefix + key }
+// etcdKey is the etcd key of a lease name: the prefix, a NUL byte and the
+// name. Names never hold a NUL, so the first NUL ends the prefix, and
+// backends whose prefixes nest ("lh/" and "lh/app/") never share a key:
+// with the prefix and the name end to end, the first's "app/job" was the
+// second's "job".
+func (b *Backend) etcdKey(key string) string { return b.keys + key }
+
+// keySeparator ends the prefix in every etcd key of the backend (etcdKey).
+const keySeparator = "\x00"
 
 // ttlSeconds checks ttl against etcd's limits: whole seconds, at least minTTL.
 func (b *Backend) ttlSeconds(ttl time.Duration) (int64, error) {

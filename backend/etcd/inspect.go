@@ -50,7 +50,7 @@ func (b *Backend) holdingOf(ctx context.Context, kv *mvccpb.KeyValue) (backend.H
 	}
 	left := time.Duration(secs+1) * time.Second // etcd rounds down
 	return backend.Holding{
-		Key: strings.TrimPrefix(string(kv.Key), b.prefix), Owner: h.Owner, Token: h.token,
+		Key: strings.TrimPrefix(string(kv.Key), b.keys), Owner: h.Owner, Token: h.token,
 		ExpiresAt: time.Now().Add(left), ExpiresIn: left, Metadata: h.Metadata,
 	}, true, nil
 }
