@@ -36,6 +36,10 @@ type Backend struct {
 
 	// onListen, when set (by tests), is called each time a LISTEN succeeds.
 	onListen func()
+	// revokeHook, when set (by tests), is called before a revoke sends its
+	// COMMIT ("commit") and before it settles a COMMIT whose answer was lost
+	// ("settle").
+	revokeHook func(stage string)
 	// watchIdle is how long a watch waits for a notification before it
 	// pings its connection, and how long the ping may take (defaultWatchIdle;
 	// tests shorten it).

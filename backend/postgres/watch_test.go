@@ -162,8 +162,8 @@ func TestWatchUnreachableReturnsOnCancel(t *testing.T) {
 }
 
 // proxiedPool is a pool of the env's application name whose connections go
-// through a fault proxy to the test server.
-func proxiedPool(t *testing.T, e *testEnv) (*pgxpool.Pool, *faultproxy.Proxy) {
+// through a fault proxy to the test server, adjusted by adjust.
+func proxiedPool(t *testing.T, e *testEnv, adjust ...func(*pgxpool.Config)) (*pgxpool.Pool, *faultproxy.Proxy) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN())
 	if err != nil {
@@ -175,10 +175,10 @@ func proxiedPool(t *testing.T, e *testEnv) (*pgxpool.Pool, *faultproxy.Proxy) {
 	}
 	t.Cleanup(p.Close)
 	host, port, _ := net.SplitHostPort(p.Addr())
-	pool := newPool(t, e.appName, func(c *pgxpool.Config) {
+	pool := newPool(t, e.appName, append([]func(*pgxpool.Config){func(c *pgxpool.Config) {
 		c.ConnConfig.Host = host
 		c.ConnConfig.Port = uint16(mustAtoi(t, port))
-	})
+	}}, adjust...)...)
 	return pool, p
 }
 
