@@ -166,9 +166,13 @@ func TestReleaseForce(t *testing.T) {
 		}
 		waitLost(t, sub, l)
 
-		// The name is free: release again releases nothing, exit 0.
+		// The name is free: release again releases nothing, exit 0, with
+		// -token too.
 		if r = run(t, "", nil, e.args("release", "-force", "-yes", name)...); r.code != 0 || !strings.Contains(r.stderr, "is free: nothing released") {
 			t.Errorf("release of a free name: exit %d, want 0 and \"is free\"", r.code)
+		}
+		if r = run(t, "", nil, e.args("release", "-force", "-yes", "-token", strconv.FormatUint(l.Token(), 10), name)...); r.code != 0 || !strings.Contains(r.stderr, "is free: nothing released") {
+			t.Errorf("release -token of a free name: exit %d, want 0 and \"is free\"", r.code)
 		}
 
 		m2 := newManager(t, e, "cli-next-"+randomHex(3))
@@ -476,6 +480,9 @@ func TestUsageErrors(t *testing.T) {
 		{"DSN without its flag", nil, []string{"inspect", pg, "name"}, "one NAME only"},
 		{"keyword DSN without its flag", nil, []string{"list", "host=127.0.0.1 port=" + l.port() + " password=" + secret}, "unexpected argument"},
 		{"DSN as the command", nil, []string{pg}, "unknown command"},
+		{"redis address not host:port", nil, []string{"list", "-redis", "127.0.0.1"}, "-redis is not host:port or a redis:// URL"},
+		{"postgres DSN unparsable", nil, []string{"list", "-postgres", pg + "?x=%zz"}, "-postgres is not a valid PostgreSQL DSN"},
+		{"etcd endpoint with a path", nil, []string{"list", "-etcd", "http://127.0.0.1:" + l.port() + "/v3"}, "endpoint 1: it is not host:port"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -155,7 +155,12 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	s, err := a.open(ctx, t)
-	if err != nil {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue): // an address that cannot be used: refused before any connection
+		fmt.Fprintf(a.stderr, "leasehold %s: %s\nRun 'leasehold %s -h' for usage.\n", c.name, err, c.name)
+		return exitUsage
+	case err != nil:
 		fmt.Fprintf(a.stderr, "leasehold %s: %s\n", c.name, err)
 		return exitFailure
 	}
