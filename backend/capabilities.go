@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 )
@@ -132,5 +133,18 @@ type Revoker interface {
 	// Revoke ends the live holding of key when its token is token (0:
 	// whichever holding is live) and returns what it removed; removed is
 	// false when there was no such holding.
+	//
+	// The answer is about this call, across every send of it: a backend
+	// that sends a revoke again after its answer was lost (a retry of its
+	// own or of its client) and then finds no such holding must find out
+	// whether the earlier send removed it, and answer removed true with that
+	// holding if so. When it cannot tell, it returns an error wrapping
+	// ErrRevokeUnconfirmed, never removed false: removed false with a nil
+	// error means that no send of this call removed anything.
 	Revoke(ctx context.Context, key string, token uint64) (h Holding, removed bool, err error)
 }
+
+// ErrRevokeUnconfirmed is returned (wrapped) by Revoke when the answer to a
+// send was lost and the holding was gone when the revoke looked again: this
+// call may have removed it, or it ended otherwise meanwhile.
+var ErrRevokeUnconfirmed = errors.New("revoke unconfirmed: its answer was lost and the holding is gone")

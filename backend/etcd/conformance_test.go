@@ -27,3 +27,17 @@ func TestConformance(t *testing.T) {
 	backendtest.RunWith(t, backendtest.Options{TTLUnit: etcdtest.MinTTL}, newBackend)
 	leaseholdtest.RunWith(t, leaseholdtest.Options{TTLUnit: etcdtest.MinTTL}, newBackend)
 }
+
+// TestConformanceNamespaces: backends with nested key prefixes on one
+// cluster share nothing.
+func TestConformanceNamespaces(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	backendtest.RunNamespaces(t, func(t *testing.T, prefix string) backend.Backend {
+		b, err := etcd.New(cli, etcd.WithMinTTL(etcdtest.MinTTL), etcd.WithKeyPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}

@@ -10,16 +10,21 @@
 //
 // # Holdings
 //
-// A holding of key K is the etcd key P+K (P is WithKeyPrefix, default
-// "leasehold/") with a small JSON value (owner, attempt, metadata, the TTL
+// A holding of key K is the etcd key P+"\x00"+K (P is WithKeyPrefix, default
+// "leasehold/"; names hold no NUL, so backends whose prefixes nest never
+// share a key) with a small JSON value (owner, attempt, metadata, the TTL
 // asked for), attached to an etcd lease of its own. Acquire is a lease grant
-// and one transaction: if P+K does not exist, put it on the new lease;
+// and one transaction: if the key does not exist, put it on the new lease;
 // otherwise read it. A retry of the same attempt moves the key to the new
 // lease (new TTL and metadata, same token); any other holding is refused,
 // with the time its lease has left (LeaseTimeToLive). Renew reads the key,
 // checks that it is the holding named (owner, attempt, token), and sends one
 // keep-alive for its lease. Release and Revoke delete it (Release by
 // revoking its lease, which deletes the key with it).
+//
+// Versions before the NUL put K right after P ("leasehold/job"): the two
+// layouts do not see each other's holdings, so stop every process of an
+// older version (or let its leases end) before starting this one.
 //
 // # Fencing tokens
 //

@@ -19,6 +19,7 @@ import (
 type Backend struct {
 	cli    *clientv3.Client
 	prefix string
+	keys   string // prefix + keySeparator: what every lease's etcd key starts with
 	minTTL time.Duration
 	log    *slog.Logger
 }
@@ -50,7 +51,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	case cfg.logger == nil:
 		return nil, fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 	}
-	return &Backend{cli: cli, prefix: cfg.prefix, minTTL: cfg.minTTL, log: cfg.logger}, nil
+	return &Backend{cli: cli, prefix: cfg.prefix, keys: cfg.prefix + keySeparator, minTTL: cfg.minTTL, log: cfg.logger}, nil
 }
 
 // Info implements backend.Backend.
@@ -100,7 +101,15 @@ func (b *Backend) decode(kv *mvccpb.KeyValue) (holding, error) {
 	return holding{record: r, token: uint64(kv.CreateRevision), modRev: kv.ModRevision, leaseID: clientv3.LeaseID(kv.Lease)}, nil
 }
 
-func (b *Backend) etcdKey(key string) string { return b.prefix + key }
+// etcdKey is the etcd key of a lease name: the prefix, a NUL byte and the
+// name. Names never hold a NUL, so the first NUL ends the prefix, and
+// backends whose prefixes nest ("lh/" and "lh/app/") never share a key:
+// with the prefix and the name end to end, the first's "app/job" was the
+// second's "job".
+func (b *Backend) etcdKey(key string) string { return b.keys + key }
+
+// keySeparator ends the prefix in every etcd key of the backend (etcdKey).
+const keySeparator = "\x00"
 
 // ttlSeconds checks ttl against etcd's limits (Info: whole seconds, at least
 // minTTL), the same check the engine makes before it sends anything.
@@ -215,18 +224,28 @@ func (b *Backend) move(ctx context.Context, k string, h holding, val string, lea
 // in whole seconds rounded down (0 while less than a second is left; -1 or
 // ErrLeaseNotFound when the lease is gone), so the bound is one second more.
 // live is false when the lease is gone.
+//
+// A refusal may take 0 as live (the waiter only retries a second later);
+// Inspect and List may not (holdingOf).
 func (b *Backend) remaining(ctx context.Context, lease clientv3.LeaseID) (left time.Duration, live bool, err error) {
+	secs, err := b.timeToLive(ctx, lease)
+	if err != nil || secs < 0 {
+		return 0, false, err
+	}
+	return time.Duration(secs+1) * time.Second, true, nil
+}
+
+// timeToLive is etcd's TTL of lease in whole seconds, rounded down: -1 when
+// the lease is gone.
+func (b *Backend) timeToLive(ctx context.Context, lease clientv3.LeaseID) (int64, error) {
 	resp, err := b.cli.TimeToLive(ctx, lease)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return 0, false, nil
+		return -1, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("lease time to live: %w", err)
+		return 0, fmt.Errorf("lease time to live: %w", err)
 	}
-	if resp.TTL < 0 {
-		return 0, false, nil
-	}
-	return time.Duration(resp.TTL+1) * time.Second, true, nil
+	return max(resp.TTL, -1), nil
 }
 
 // settle waits a moment before an acquire looks at a key again (its lease

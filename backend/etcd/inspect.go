@@ -14,7 +14,9 @@ import (
 
 // Inspect implements backend.Inspector: the key and the time its lease has
 // left (whole seconds, rounded up, as etcd reports it). A key whose lease has
-// just ended but which etcd has not deleted yet is not held.
+// just ended but which etcd has not deleted yet is not held; nor is one in
+// its lease's last second, which etcd cannot tell apart from it (a holder
+// that renews as the engine does never gets there).
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holding{}, false, err
@@ -33,18 +35,22 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	return h, live, nil
 }
 
-// holdingOf describes kv, asking the cluster for its lease's time left.
+// holdingOf describes kv, asking the cluster for its lease's time left. A
+// lease whose TTL reads 0 is not held: etcd reads 0 both in a lease's last
+// second and for up to a second past its end (until the leader deletes the
+// key), and a holding shown as held must not be one that has ended.
 func (b *Backend) holdingOf(ctx context.Context, kv *mvccpb.KeyValue) (backend.Holding, bool, error) {
 	h, err := b.decode(kv)
 	if err != nil {
 		return backend.Holding{}, false, err
 	}
-	left, live, err := b.remaining(ctx, h.leaseID)
-	if err != nil || !live {
+	secs, err := b.timeToLive(ctx, h.leaseID)
+	if err != nil || secs <= 0 {
 		return backend.Holding{}, false, err
 	}
+	left := time.Duration(secs+1) * time.Second // etcd rounds down
 	return backend.Holding{
-		Key: strings.TrimPrefix(string(kv.Key), b.prefix), Owner: h.Owner, Token: h.token,
+		Key: strings.TrimPrefix(string(kv.Key), b.keys), Owner: h.Owner, Token: h.token,
 		ExpiresAt: time.Now().Add(left), ExpiresIn: left, Metadata: h.Metadata,
 	}, true, nil
 }

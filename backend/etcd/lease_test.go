@@ -3,9 +3,10 @@ package etcd_test
 import (
 	"context"
 	"errors"
-
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
@@ -72,5 +73,41 @@ func TestCloseWithAnEndedContextLeavesLeasesToTheirTTL(t *testing.T) {
 	// renewal period (TTL/3) before Close.
 	if d := time.Since(closed); d < ttl-ttl/3-100*time.Millisecond {
 		t.Errorf("the names were granted again %v after Close, before their TTL %v could end", d, ttl)
+	}
+}
+
+// TestInspectEndedLeaseIsNotHeld: etcd reads a lease's TTL as 0 from its
+// last second until the leader has deleted its key, up to a second past its
+// end. Inspect and List must not show such a key as held (they showed it
+// with "1s left").
+func TestInspectEndedLeaseIsNotHeld(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	cli := c.Client()
+	b := newBackend(t, cli)
+	ctx := ctxT(t, 30*time.Second)
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o1", Attempt: "a1", TTL: 2 * time.Second})
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	// Only the server can tell when its TTL reads 0: ask it, never more
+	// than the lease's 2 s plus the leader's deletion delay.
+	eventually(t, "the lease's TTL to read 0 with its key still there", 10*time.Second, func() bool {
+		resp, err := cli.Get(ctx, "leasehold/\x00k")
+		if err != nil || len(resp.Kvs) == 0 {
+			t.Fatalf("the key went before its TTL read 0 (or the read failed: %v)", err)
+		}
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+		return err == nil && ttl.TTL <= 0
+	})
+	if h, held, err := b.Inspect(ctx, "k"); err != nil || held {
+		t.Errorf("Inspect with the lease's TTL at 0: %+v, held %v, %v; want not held", h, held, err)
+	}
+	err = b.List(ctx, "", func(h backend.Holding) bool {
+		t.Errorf("List with the lease's TTL at 0 shows %+v", h)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

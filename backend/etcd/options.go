@@ -32,9 +32,10 @@ func defaultConfig() config {
 	return config{prefix: DefaultKeyPrefix, minTTL: DefaultMinTTL, logger: slog.New(slog.DiscardHandler)}
 }
 
-// WithKeyPrefix sets the prefix of the backend's etcd keys. Default
-// DefaultKeyPrefix ("leasehold/"). Backends with different prefixes never see
-// each other's leases; the prefix must not be empty (the backend would then
+// WithKeyPrefix sets the prefix of the backend's etcd keys (each lease's key
+// is the prefix, a NUL byte and the name). Default DefaultKeyPrefix
+// ("leasehold/"). Backends with different prefixes never see each other's
+// leases, also when one prefix starts the other; the prefix must not be empty (the backend would then
 // watch and list the whole keyspace).
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }

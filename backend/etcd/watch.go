@@ -50,7 +50,7 @@ func (b *Backend) watch(ctx context.Context, fn func(key string), next *int64) (
 	if *next > 0 {
 		opts = append(opts, clientv3.WithRev(*next))
 	}
-	for resp := range b.cli.Watch(wctx, b.prefix, opts...) {
+	for resp := range b.cli.Watch(wctx, b.keys, opts...) {
 		if resp.CompactRevision != 0 {
 			*next = 0 // that history is gone: from now on
 		}
@@ -61,7 +61,7 @@ func (b *Backend) watch(ctx context.Context, fn func(key string), next *int64) (
 		*next = resp.Header.Revision + 1
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
-				fn(strings.TrimPrefix(string(ev.Kv.Key), b.prefix))
+				fn(strings.TrimPrefix(string(ev.Kv.Key), b.keys))
 			}
 		}
 	}

@@ -17,3 +17,8 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, newBackend)
 	leaseholdtest.Run(t, newBackend)
 }
+
+// TestConformanceNamespaces: a memory store's namespace is the store itself.
+func TestConformanceNamespaces(t *testing.T) {
+	backendtest.RunNamespaces(t, func(t *testing.T, _ string) backend.Backend { return memory.New() })
+}

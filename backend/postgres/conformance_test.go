@@ -16,3 +16,9 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, newBackend)
 	leaseholdtest.Run(t, newBackend)
 }
+
+// TestConformanceNamespaces: a PostgreSQL backend's namespace is its table;
+// backends on two tables of one database share nothing.
+func TestConformanceNamespaces(t *testing.T) {
+	backendtest.RunNamespaces(t, func(t *testing.T, _ string) backend.Backend { return newEnv(t).backend(t) })
+}

@@ -16,7 +16,7 @@
 // their tokens strictly increase. Renew is a single statement filtered by
 // name, owner, attempt and token; Release is one transaction with the same
 // filter (token 0: any token of that attempt) and sends a NOTIFY that
-// WatchReleases (one LISTEN connection) delivers, so waiters wake at once,
+// WatchReleases (on a LISTEN connection of its own) delivers, so waiters wake at once,
 // or hands the name to the head of its waiter queue (below).
 //
 // Acquire, Renew, RenewBatch and Release commit synchronously whatever the
@@ -31,6 +31,19 @@
 //
 // Create the table with EnsureSchema at start-up, or run the DDL of
 // CreateScript out of band. PostgreSQL 12 or newer is required.
+//
+// # Connections
+//
+// Statements use the pool handed to New and count against its MaxConns. A
+// Manager on this backend also runs two watches (WatchReleases and
+// WatchHandOffs), and each LISTENs on a connection of its own that it takes
+// out of the pool (pgxpool's Hijack): those two no longer count against
+// MaxConns, so that the watches can never starve the statements, and the pool
+// opens others in their place. N Managers sharing one pool therefore hold up
+// to MaxConns + 2N connections to the server (measured by
+// TestManagersSharingAPoolHoldTwoConnectionsEach): size the server's
+// max_connections, or a connection pooler's limit, for that. A watch that
+// reconnects closes its old connection first: it never holds two.
 //
 // # Upgrading from the version without attempts
 //

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/leasehold/leasehold/backend"
 )
 
@@ -139,10 +141,17 @@ func prefixEnd(prefix string) (end string, bounded bool) {
 // whichever holding is live), and returns it. The holder is fenced: its next
 // renewal or release names a holding that no longer exists (ErrNotHeld), and
 // the sequence never issues its token again. The key is handed on to the
-// head of its waiter queue, and waiters are notified, as after a release. It
-// runs like Release (the name's advisory lock, one transaction,
-// synchronous commit). A retry after an ambiguous failure may find the
-// holding already gone and report removed false.
+// head of its waiter queue, and waiters are notified, as after a release,
+// under the name's advisory lock, with synchronous commit.
+//
+// The answer is exact across the retries: the transaction learns its own
+// id (txid_current) before it does anything, and commits only when it
+// removed a holding. When the answer to its COMMIT is lost, Revoke ends
+// the server process that ran it if it is still there (nothing more can
+// come from its client) and reads the transaction's status (txid_status):
+// committed means this call removed the holding, aborted that it did not
+// (it is then tried again). When even that cannot be read before ctx ends,
+// the error wraps backend.ErrRevokeUnconfirmed.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holding{}, false, err
@@ -153,35 +162,156 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	var (
 		h       backend.Holding
 		removed bool
+		lost    *revokeTx // sent its COMMIT, answer lost, not settled yet
 	)
 	err := b.retry(ctx, "revoke", func(ctx context.Context) error {
-		batch := &pgx.Batch{}
-		batch.Queue("BEGIN")
-		batch.Queue(b.q.lock, b.lockKey(key))
-		batch.Queue(b.q.revoke, key, int64(token), b.channel, b.q.seq)
-		batch.Queue("COMMIT")
-		res := b.pool.SendBatch(ctx, batch)
-		_, err := res.Exec()
-		if err == nil {
-			_, err = res.Exec()
-		}
-		if err == nil {
-			h, err = scanHolding(res.QueryRow())
-			removed = err == nil
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = nil
+		if lost != nil {
+			committed, err := b.settle(ctx, lost)
+			if err != nil {
+				return err
 			}
+			if committed {
+				h, removed = lost.h, true
+				return nil
+			}
+			lost = nil // aborted: nothing happened; send it again
 		}
-		if err == nil {
-			_, err = res.Exec() // COMMIT: revoked only once this succeeds
-		}
-		if cerr := res.Close(); err == nil {
-			err = cerr
+		var err error
+		var left *revokeTx
+		h, removed, lost, left, err = b.revokeOnce(ctx, key, token)
+		if left != nil {
+			// Its connection is back in the pool (a pool of one included).
+			_, _ = b.terminate(ctx, left)
 		}
 		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil && lost != nil:
+		return backend.Holding{}, false, fmt.Errorf("postgres: revoke %q: %w: %w", key, backend.ErrRevokeUnconfirmed, err)
+	case err != nil:
 		return backend.Holding{}, false, fmt.Errorf("postgres: revoke %q: %w", key, err)
 	}
 	return h, removed, nil
+}
+
+// revokeTx is a revoke's transaction whose COMMIT was sent: its id, the
+// server process that ran it, and the holding it removed (it commits only
+// then).
+type revokeTx struct {
+	xid int64
+	pid int32
+	h   backend.Holding
+}
+
+// revokeOnce runs one revoke transaction in three round trips on one
+// connection: BEGIN and its identity (no lock yet, so that a session left
+// behind by a dead link holds nothing), then the lock and the revoke, then
+// COMMIT, or ROLLBACK when nothing was removed. lost is set when COMMIT was
+// sent and its answer is missing. left is set when the connection failed
+// after the lock and before COMMIT: over a link that died silently its
+// server process would stay in the transaction, holding the name's lock,
+// until the server noticed, and the next try would wait for the lock; the
+// caller ends it (terminate) once the connection is back in the pool.
+func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h backend.Holding, removed bool, lost, left *revokeTx, err error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return backend.Holding{}, false, nil, nil, err
+	}
+	defer conn.Release() // closed by the pool unless idle outside a transaction
+	tx := &revokeTx{}
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue("SELECT txid_current(), pg_backend_pid()").QueryRow(func(r pgx.Row) error { return r.Scan(&tx.xid, &tx.pid) })
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return backend.Holding{}, false, nil, nil, err
+	}
+	leftIfBroken := func() *revokeTx {
+		if conn.Conn().IsClosed() {
+			return tx
+		}
+		return nil // a working connection: its release rolls the transaction back
+	}
+	batch = &pgx.Batch{}
+	batch.Queue(b.q.lock, b.lockKey(key))
+	batch.Queue(b.q.revoke, key, int64(token), b.channel, b.q.seq).QueryRow(func(r pgx.Row) error {
+		var err error
+		tx.h, err = scanHolding(r)
+		if errors.Is(err, pgx.ErrNoRows) {
+			tx.h, err = backend.Holding{}, nil // tokens are never 0: none removed
+		}
+		return err
+	})
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return backend.Holding{}, false, nil, leftIfBroken(), err
+	}
+	// COMMIT and ROLLBACK go by the simple protocol: one message, so that
+	// a failure after it was sent is told from one before.
+	pg := conn.Conn().PgConn()
+	if tx.h.Token == 0 {
+		_, err := pg.Exec(ctx, "ROLLBACK").ReadAll() // nothing was changed, whatever its answer
+		if err != nil {
+			return backend.Holding{}, false, nil, leftIfBroken(), nil
+		}
+		return backend.Holding{}, false, nil, nil, nil
+	}
+	if b.revokeHook != nil {
+		b.revokeHook("commit")
+	}
+	if _, err := pg.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			return backend.Holding{}, false, nil, leftIfBroken(), err // refused: not committed
+		}
+		// Whether it was sent is not known either: pgconn reports a reply
+		// lost while the COMMIT was being flushed as "never sent"
+		// (SafeToRetry). The transaction's status will tell.
+		return backend.Holding{}, false, tx, nil, err
+	}
+	return tx.h, true, nil, nil, nil
+}
+
+// terminate ends the server process of tx if it still runs tx, and reports
+// whether it did. A process that has ended cannot be running tx, so a pid
+// reused by another session is never hit.
+func (b *Backend) terminate(ctx context.Context, tx *revokeTx) (bool, error) {
+	var ended bool
+	err := b.pool.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
+		WHERE pid = $1 AND backend_xid::text::bigint = $2::bigint % 4294967296`, tx.pid, tx.xid).Scan(&ended)
+	return ended, err
+}
+
+// settle finds out whether tx, whose COMMIT was sent but whose answer was
+// lost, committed: while it is in progress (the COMMIT has not reached the
+// server, or its process waits on a dead link) its process is ended, which
+// aborts it, and its status is read again.
+func (b *Backend) settle(ctx context.Context, tx *revokeTx) (committed bool, err error) {
+	if b.revokeHook != nil {
+		b.revokeHook("settle")
+	}
+	for {
+		var status *string
+		if err := b.pool.QueryRow(ctx, "SELECT txid_status($1)", tx.xid).Scan(&status); err != nil {
+			return false, err
+		}
+		switch {
+		case status == nil:
+			return false, fmt.Errorf("transaction %d is too old to be looked up", tx.xid)
+		case *status == "committed":
+			return true, nil
+		case *status == "aborted":
+			return false, nil
+		}
+		if _, err := b.terminate(ctx, tx); err != nil {
+			return false, err
+		}
+		// The process ends shortly after the signal: only the server can
+		// tell when, so ask again.
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		case <-t.C:
+		}
+	}
 }

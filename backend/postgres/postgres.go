@@ -36,7 +36,21 @@ type Backend struct {
 
 	// onListen, when set (by tests), is called each time a LISTEN succeeds.
 	onListen func()
+	// revokeHook, when set (by tests), is called before a revoke sends its
+	// COMMIT ("commit") and before it settles a COMMIT whose answer was lost
+	// ("settle").
+	revokeHook func(stage string)
+	// watchIdle is how long a watch waits for a notification before it
+	// pings its connection, and how long the ping may take (defaultWatchIdle;
+	// tests shorten it).
+	watchIdle time.Duration
 }
+
+// defaultWatchIdle is how long a LISTEN connection may stay quiet before the
+// watch pings it, and how long the ping may take before the watch gives the
+// connection up and reconnects: a silently dead link is noticed within 30 s,
+// as on Redis.
+const defaultWatchIdle = 15 * time.Second
 
 var (
 	_ backend.Backend        = (*Backend)(nil)
@@ -73,6 +87,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		maxDelay:   c.maxDelay,
 		q:          buildQueries(n),
 		listPage:   defaultListPage,
+		watchIdle:  defaultWatchIdle,
 	}
 	return b, nil
 }

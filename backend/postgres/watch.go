@@ -15,7 +15,10 @@ import (
 // WatchReleases calls fn with the lease name of every release of this table,
 // by any owner in any process, until ctx ends; then it returns nil. It holds
 // one connection taken out of the pool (hijacked: it no longer counts against
-// the pool) on which it LISTENs. When that connection fails it reconnects by
+// the pool) on which it LISTENs. After 15 s without a notification it pings
+// the server, and a ping not answered within 15 s more ends the connection,
+// so that a link that died silently (a NAT or load balancer that forgot it)
+// is noticed within 30 s. When the connection fails it reconnects by
 // itself with capped, jittered backoff; releases made while it was down are
 // not replayed (waiters also wake at the holder's expiry). fn runs on the
 // watch's goroutine and must not block. Each call is an independent watch:
@@ -28,9 +31,9 @@ func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error 
 // WatchHandOffs calls fn with every hand-off to the address addr (a
 // QueueRequest.Notify) made on this table, by a release or revoke in any
 // process, until ctx ends; then it returns nil. Like WatchReleases, it LISTENs
-// on a connection of its own, reconnects by itself after failures, and calls
-// ready (when not nil) each time the LISTEN is in place: a hand-off sent
-// before that may be lost (the waiter then picks it up by its next poll, or
+// on a connection of its own, pings it when idle, reconnects by itself after
+// failures, and calls ready (when not nil) each time the LISTEN is in place:
+// a hand-off sent before that may be lost (the waiter then picks it up by its next poll, or
 // it is taken back after its pickup window). fn and ready run on the watch's
 // goroutine and must not block. An address that QueueRequest would refuse
 // gives an error wrapping backend.ErrInvalidRequest at once.
@@ -113,12 +116,35 @@ func (b *Backend) listen(ctx context.Context, channel string, ready func(), fn f
 		ready()
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		// A hijacked connection is never health-checked by the pool, and a
+		// link that died silently (a NAT or load balancer that forgot it)
+		// delivers nothing and reports nothing: after watchIdle of quiet a
+		// ping must come back within watchIdle, or the link is given up.
+		wctx, cancel := context.WithTimeout(ctx, b.watchIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			fn(n.Payload)
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
 			return true, err
+		default:
+			if err := b.ping(ctx, conn); err != nil {
+				return true, err
+			}
 		}
-		fn(n.Payload)
 	}
+}
+
+// ping checks an idle LISTEN connection: its answer must come within
+// watchIdle.
+func (b *Backend) ping(ctx context.Context, conn *pgx.Conn) error {
+	pctx, cancel := context.WithTimeout(ctx, b.watchIdle)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		return fmt.Errorf("idle LISTEN connection did not answer a ping within %v: %w", b.watchIdle, err)
+	}
+	return nil
 }
 
 // checkAddress makes the check of QueueRequest.Notify (which may be "" there:

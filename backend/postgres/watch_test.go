@@ -2,10 +2,15 @@ package postgres
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/faultproxy"
 )
 
 // watching starts WatchReleases on b and returns the keys it reports, a
@@ -154,4 +159,107 @@ func TestWatchUnreachableReturnsOnCancel(t *testing.T) {
 	case <-time.After(200 * time.Millisecond): // several reconnect attempts
 	}
 	stop()
+}
+
+// proxiedPool is a pool of the env's application name whose connections go
+// through a fault proxy to the test server, adjusted by adjust.
+func proxiedPool(t *testing.T, e *testEnv, adjust ...func(*pgxpool.Config)) (*pgxpool.Pool, *faultproxy.Proxy) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faultproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	host, port, _ := net.SplitHostPort(p.Addr())
+	pool := newPool(t, e.appName, append([]func(*pgxpool.Config){func(c *pgxpool.Config) {
+		c.ConnConfig.Host = host
+		c.ConnConfig.Port = uint16(mustAtoi(t, port))
+	}}, adjust...)...)
+	return pool, p
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A LISTEN connection whose link dies silently (nothing is refused, nothing
+// arrives, new connections still work: a NAT or load balancer that forgot
+// it) is noticed by the idle ping within twice the idle interval: both
+// watches reconnect, say so (ready again), and their notices arrive again.
+// Before, WaitForNotification blocked for ever on the dead link.
+func TestWatchNoticesASilentlyDeadLink(t *testing.T) {
+	e := newEnv(t)
+	pool, proxy := proxiedPool(t, e)
+	b, err := New(pool, WithTable(e.schema, e.table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const idle = 200 * time.Millisecond
+	b.watchIdle = idle
+	direct := e.backend(t) // the other processes: not through the proxy
+	addr := newAttempt()
+	notices, ready, _ := handOffs(t, b, addr)
+	releases, listening, _ := watching(t, b)
+	await(t, ready, "the hand-off watch")
+	await(t, listening, "the release watch")
+
+	handOff := func(what string) {
+		t.Helper()
+		key := randomName("k")
+		a := mustAcquire(t, direct, key, "a", live)
+		w := mustQueue(t, direct, key, "w", queueReq(addr, 1))
+		if err := direct.Release(ctxT(t), a.releaseReq()); err != nil {
+			t.Fatal(err)
+		}
+		if h := await(t, notices, "the hand-off "+what); h.Key != key || h.Attempt != w.attempt {
+			t.Fatalf("notice %+v %s, want the hand-off of %q to %s", h, what, key, w.attempt)
+		}
+		m := mustAcquire(t, direct, key+"m", "a", live)
+		markWaited(t, direct, key+"m")
+		if err := direct.Release(ctxT(t), m.releaseReq()); err != nil {
+			t.Fatal(err)
+		}
+		if got := await(t, releases, "the release "+what); got != key+"m" {
+			t.Fatalf("release watch reported %q %s, want %q", got, what, key+"m")
+		}
+	}
+
+	// Quiet is not a fault: both connections answer their idle pings and
+	// stay (the server shows the ping as their last statement).
+	err = pollServer(ctxT(t), "both LISTEN connections to have been pinged", func() (bool, error) {
+		var n int
+		err := e.admin.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = '-- ping'", e.appName).Scan(&n)
+		return n == 2, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handOff("after idle pings")
+	select {
+	case <-ready:
+		t.Fatal("the hand-off watch reconnected on a healthy link")
+	case <-listening:
+		t.Fatal("the release watch reconnected on a healthy link")
+	default:
+	}
+
+	proxy.StallExisting()
+	stalled := time.Now()
+	await(t, ready, "the hand-off watch after the stall")
+	await(t, listening, "the release watch after the stall")
+	// The bound: a quiet interval, a ping's, a reconnect (generous for a
+	// loaded machine).
+	if took := time.Since(stalled); took > 2*idle+5*time.Second {
+		t.Errorf("the watches took %v to notice the dead link, want about %v", took, 2*idle)
+	}
+	handOff("after the stall")
 }

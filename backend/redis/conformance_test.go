@@ -19,3 +19,12 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, newBackend)
 	leaseholdtest.Run(t, newBackend)
 }
+
+// TestConformanceNamespaces: backends with nested key prefixes on one Redis
+// share nothing.
+func TestConformanceNamespaces(t *testing.T) {
+	c := redistest.Client(t)
+	backendtest.RunNamespaces(t, func(t *testing.T, prefix string) backend.Backend {
+		return newTestBackend(t, c, WithKeyPrefix(prefix))
+	})
+}

@@ -146,8 +146,10 @@
 // Backend implements backend.Inspector (Inspect: one read-only script),
 // backend.Lister (List: SCAN by name prefix, on every master of a Cluster,
 // each page read in one pipeline) and backend.Revoker (Revoke: deletes the
-// lease hash, keeps the counter so the token is never issued again, and
-// publishes the release).
+// lease hash, keeps the counter so the token is never issued again,
+// publishes the release, and leaves a receipt naming the call, so that
+// go-redis's resend of the script after a lost answer reports the holding
+// the first send removed rather than "not there").
 //
 // # Client settings
 //

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -34,10 +36,17 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	return h, held, nil
 }
 
+// revokeReceiptTTL is how long a revoke's receipt lives: far longer than the
+// resends of one call (go-redis's retries, within the call's context).
+const revokeReceiptTTL = 10 * time.Minute
+
 // Revoke implements backend.Revoker: it ends the live holding of key (the one
 // with token, or any when token is 0), whoever holds it, and hands it to the
 // head of its queue or announces it, as a release does. The fence counter stays, so
 // the token is never issued again and the holder's next renewal is refused.
+// The script leaves a receipt with this call's identity beside the name's
+// keys, so that go-redis's resend of the script after a lost answer reports
+// the holding the first send removed, not "not there".
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holding{}, false, err
@@ -45,8 +54,11 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	if err := b.closed(); err != nil {
 		return backend.Holding{}, false, err
 	}
-	reply, err := revokeScript.Run(ctx, b.client, b.keysOf(key),
-		strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg).Result()
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	keys := append(b.keysOf(key), b.cfg.prefix+hashTag(key)+":revoked")
+	reply, err := revokeScript.Run(ctx, b.client, keys, strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg,
+		hex.EncodeToString(id[:]), revokeReceiptTTL.Milliseconds()).Result()
 	if err != nil {
 		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
 	}

@@ -40,3 +40,13 @@ func TestConformanceWithReplica(t *testing.T) {
 	backendtest.Run(t, newBackend)
 	leaseholdtest.Run(t, newBackend)
 }
+
+// TestConformanceNamespaces: a SQL Server backend's namespace is its table;
+// backends on two tables of one database share nothing. Skipped without
+// LEASEHOLD_SQLSERVER_DSN, like TestConformance.
+func TestConformanceNamespaces(t *testing.T) {
+	backendtest.RunNamespaces(t, func(t *testing.T, _ string) backend.Backend {
+		b, _, _ := newRealBackend(t)
+		return b
+	})
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -97,9 +98,11 @@ func releaseCommand() *command {
 	c := &command{name: "release", args: "-force [-yes] [-token T] NAME", needsName: true,
 		summary: "End NAME's lease by force. Its holder is fenced: its next renewal is rejected, so it\n" +
 			"  loses the lease (ReasonRejected), and its token is never issued again; waiters are\n" +
-			"  woken as after a release. Without -yes it shows the holding and asks for \"y\" on stdin.\n" +
-			"  A free name releases nothing and exits 0; with -token, a name not held with that\n" +
-			"  token releases nothing and exits 1."}
+			"  woken as after a release. Without -yes it shows the holding and asks for \"y\" on stdin,\n" +
+			"  then ends exactly that holding. A free name releases nothing and exits 0, with -token\n" +
+			"  too; a name held with another token than -token (or than the one shown) releases\n" +
+			"  nothing and exits 1. When the store's answer was lost and the holding is gone, it\n" +
+			"  says that this command may have ended it, and exits 1."}
 	var force *bool
 	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
 		force = fs.Bool("force", false, "required: says that you mean to end another process's lease")
@@ -124,7 +127,8 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 	if !ok {
 		return exitFailure
 	}
-	if !yes {
+	shown := !yes
+	if shown {
 		in, ok := capability[backend.Inspector](a, s, cmd, "inspect leases (use -yes to release without confirmation)")
 		if !ok {
 			return exitFailure
@@ -136,7 +140,7 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 			return a.fail(s, cmd, err)
 		}
 		if !held || (token != 0 && h.Token != token) {
-			return releasedNothing(a, o, held, h, token)
+			return releasedNothing(a, o, held, h, token, false)
 		}
 		fmt.Fprintf(a.stderr, "%s is held by %s (token %d, %s left, metadata \"%s\").\nRelease it by force? Its holder will lose it. [y/N] ",
 			oneLine(o.name), oneLine(h.Owner), h.Token, timeLeft(h.ExpiresIn), truncate(oneLine(h.Metadata), maxMetaCol))
@@ -157,15 +161,24 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 	cctx, cancel := callCtx(ctx, o)
 	h, removed, err := rv.Revoke(cctx, o.key, token)
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, backend.ErrRevokeUnconfirmed):
+		return a.failf(s, cmd, "%s: the holding is gone, and this command may be what ended it: the store's answer was lost "+
+			"(its holder, if so, loses the lease as rejected at its next renewal; inspect the name before releasing it again)\n%v", oneLine(o.name), err)
+	case err != nil:
 		return a.failf(s, cmd, "%v (the lease may or may not have been released: inspect it)", err)
-	}
-	if !removed {
-		if !yes {
-			fmt.Fprintf(a.stderr, "%s changed since it was shown (released, expired or granted anew): nothing released\n", oneLine(o.name))
-			return exitFailure
+	case !removed:
+		// Nothing was there to end: say what stands instead.
+		held, now := false, backend.Holding{}
+		if in, ok := s.b.(backend.Inspector); ok {
+			cctx, cancel := callCtx(ctx, o)
+			now, held, err = in.Inspect(cctx, o.key)
+			cancel()
+			if err != nil {
+				return a.failf(s, cmd, "%s: nothing released (no holding with token %d), and what holds it now is unknown: %v", oneLine(o.name), token, err)
+			}
 		}
-		return releasedNothing(a, o, false, backend.Holding{}, token)
+		return releasedNothing(a, o, held, now, token, shown)
 	}
 	if o.json {
 		err = writeJSON(a.stdout, struct {
@@ -182,17 +195,27 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 	return exitOK
 }
 
-// releasedNothing reports a release that found nothing to end: exit 0 when
-// the name is free, 1 when another token than -token holds it.
-func releasedNothing(a *app, o *opts, held bool, h backend.Holding, token uint64) int {
+// releasedNothing reports a release that found nothing to end, given what
+// holds the name now (held, h): exit 0 when it is free, 1 when it is held
+// with another token than the one asked for or shown (changed says the
+// holding was shown before the revoke).
+func releasedNothing(a *app, o *opts, held bool, h backend.Holding, token uint64, changed bool) int {
 	code := exitOK
-	msg := fmt.Sprintf("%s is free: nothing released", oneLine(o.name))
-	if held || token != 0 {
+	var msg string
+	switch {
+	case !held && changed:
+		msg = fmt.Sprintf("%s is free: the holding shown (token %d) ended before the release reached it: nothing released", oneLine(o.name), token)
+	case !held:
+		msg = fmt.Sprintf("%s is free: nothing released", oneLine(o.name))
+	case changed:
 		code = exitFailure
-		msg = fmt.Sprintf("%s is not held with token %d: nothing released", oneLine(o.name), token)
-		if held {
-			msg = fmt.Sprintf("%s is held with token %d, not %d: nothing released", oneLine(o.name), h.Token, token)
-		}
+		msg = fmt.Sprintf("%s changed since it was shown: it is held with token %d now, not %d: nothing released", oneLine(o.name), h.Token, token)
+	case token == 0:
+		code = exitFailure // granted between the store's answer and the look that followed it
+		msg = fmt.Sprintf("%s was free when the release reached it and is held with token %d now: nothing released", oneLine(o.name), h.Token)
+	default:
+		code = exitFailure
+		msg = fmt.Sprintf("%s is held with token %d, not %d: nothing released", oneLine(o.name), h.Token, token)
 	}
 	if o.json {
 		writeJSON(a.stdout, struct {

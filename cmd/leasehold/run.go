@@ -128,8 +128,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	c := lookup(args[0])
 	if c == nil {
-		fmt.Fprintf(a.stderr, "leasehold: unknown command %q (commands: list, inspect, release, watch; run 'leasehold -h')\n",
-			redactWith(oneLine(args[0]), argSecrets(args[:1])))
+		fmt.Fprintf(a.stderr, "leasehold: unknown command %s (commands: list, inspect, release, watch; run 'leasehold -h')\n", showArg(args[0]))
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("leasehold "+c.name, flag.ContinueOnError)
@@ -150,13 +149,18 @@ func (a *app) run(ctx context.Context, args []string) int {
 		t, err = o.target(a.getenv)
 	}
 	if err != nil {
-		// The message may quote an argument: a DSN given without its flag
-		// keeps its password hidden too.
-		fmt.Fprintf(a.stderr, "leasehold %s: %s\nRun 'leasehold %s -h' for usage.\n", c.name, redactWith(err.Error(), argSecrets(args)), c.name)
+		// The flag package's messages may quote an argument: one that may
+		// hold a password (a DSN given without its flag) is hidden whole.
+		fmt.Fprintf(a.stderr, "leasehold %s: %s\nRun 'leasehold %s -h' for usage.\n", c.name, hideArgs(err.Error(), args), c.name)
 		return exitUsage
 	}
 	s, err := a.open(ctx, t)
-	if err != nil {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue): // an address that cannot be used: refused before any connection
+		fmt.Fprintf(a.stderr, "leasehold %s: %s\nRun 'leasehold %s -h' for usage.\n", c.name, err, c.name)
+		return exitUsage
+	case err != nil:
 		fmt.Fprintf(a.stderr, "leasehold %s: %s\n", c.name, err)
 		return exitFailure
 	}
@@ -169,14 +173,18 @@ func (a *app) checkArgs(c *command, o *opts, pos []string) error {
 	case c.needsName && len(pos) == 0:
 		return usagef("missing NAME")
 	case c.needsName && len(pos) > 1:
-		return usagef("one NAME only, got %d arguments (%s)", len(pos), oneLine(strings.Join(pos, " ")))
+		shown := make([]string, len(pos))
+		for i, p := range pos {
+			shown[i] = showArg(p)
+		}
+		return usagef("one NAME only, got %d arguments (%s)", len(pos), strings.Join(shown, " "))
 	case !c.needsName && len(pos) > 0:
-		return usagef("unexpected argument %q (%s takes no NAME)", oneLine(pos[0]), c.name)
+		return usagef("unexpected argument %s (%s takes no NAME)", showArg(pos[0]), c.name)
 	}
 	if c.needsName {
 		o.name, o.key = pos[0], o.keyPrefix+pos[0]
 		if err := backend.CheckText("name", o.key); err != nil {
-			return usagef("bad NAME %q: %s", oneLine(pos[0]), strings.TrimPrefix(err.Error(), backend.ErrInvalidRequest.Error()+": "))
+			return usagef("bad NAME %s: %s", showArg(pos[0]), strings.TrimPrefix(err.Error(), backend.ErrInvalidRequest.Error()+": "))
 		}
 	}
 	if c.check != nil {

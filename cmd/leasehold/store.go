@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,12 +52,21 @@ type target struct {
 // store is an open connection to a store, with the backend on it.
 type store struct {
 	b    backend.Backend
-	desc string // where it is, for messages: no password
-	// redact hides the connection's secrets in any message (defence in
-	// depth: the drivers already leave passwords out of their errors).
+	desc string // where it is, for messages: the kind and host:port, nothing else
+	// redact hides the connection's password in any message: defence in
+	// depth, since no message is built from the address, the DSN or the
+	// endpoints, and the drivers leave passwords out of their errors.
 	redact func(string) string
 	close  func()
 }
+
+// Passwords are kept out of every message by construction: an address, DSN or
+// endpoint is parsed first, and only the host:port it names goes into a
+// message; a parse failure is reported without the parser's text (which
+// quotes the input, escaped in ways no redaction can list: a %q form, a
+// password split by an unescaped '/' or '@'). Driver errors after a
+// successful parse name hosts, users and databases, never passwords; they
+// are passed through redact all the same.
 
 // openStore connects to t and checks that the store answers within
 // t.timeout. Its errors never contain a password.
@@ -79,20 +88,22 @@ func openStore(ctx context.Context, t target) (*store, error) {
 
 func openRedis(ctx context.Context, t target) (*store, error) {
 	var opts *goredis.Options
-	if strings.Contains(t.addr, "://") {
+	switch {
+	case strings.Contains(t.addr, "://"):
+		if err := checkURLShape(t); err != nil {
+			return nil, err
+		}
 		o, err := goredis.ParseURL(t.addr)
 		if err != nil {
-			return nil, fmt.Errorf("%s is not a valid Redis address or URL (redis://[user:password@]host:port[/db]): %s",
-				t.source, redactWith(err.Error(), urlSecrets(t.addr)))
+			return nil, usagef("%s is not a valid Redis address or URL (want host:port or redis://[user:password@]host:port[/db], special characters of the password %%-escaped; the URL is not shown)", t.source)
 		}
 		opts = o
-	} else {
-		if strings.Contains(t.addr, "@") {
-			// user:password@host: not shown, and only a URL carries a password.
-			return nil, fmt.Errorf("%s has an @ but no redis:// scheme: give a password as redis://[user:password@]host:port", t.source)
-		}
+	case strings.Contains(t.addr, "@"):
+		// user:password@host: not shown, and only a URL carries a password.
+		return nil, usagef("%s has an @ but no redis:// scheme: give a password as redis://[user:password@]host:port", t.source)
+	default:
 		if _, _, err := net.SplitHostPort(t.addr); err != nil {
-			return nil, fmt.Errorf("%s %q is not host:port or a redis:// URL", t.source, t.addr)
+			return nil, usagef("%s is not host:port or a redis:// URL (the address is not shown)", t.source)
 		}
 		opts = &goredis.Options{Addr: t.addr}
 	}
@@ -122,21 +133,16 @@ func openRedis(ctx context.Context, t target) (*store, error) {
 }
 
 func openPostgres(ctx context.Context, t target) (*store, error) {
+	if err := checkURLShape(t); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(t.addr)
 	if err != nil {
-		// The parse error quotes the DSN (pgx redacts its password); only
-		// the reason is shown, and whatever looks like a password hidden.
-		reason := err
-		var pe *pgconn.ParseConfigError
-		if errors.As(err, &pe) && pe.Unwrap() != nil {
-			reason = pe.Unwrap()
-		}
-		return nil, fmt.Errorf("%s is not a valid PostgreSQL DSN: %s", t.source, redactWith(reason.Error(), urlSecrets(t.addr)))
+		return nil, usagef("%s is not a valid PostgreSQL DSN (want a postgres:// URL, special characters of the password %%-escaped, or key=value pairs; the DSN is not shown)", t.source)
 	}
 	secrets := []string{cfg.ConnConfig.Password}
 	redact := func(s string) string { return redactWith(s, secrets) }
-	desc := fmt.Sprintf("PostgreSQL at %s:%d (database %q, user %q)",
-		cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, cfg.ConnConfig.User)
+	desc := "PostgreSQL at " + net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 	// One connection for statements, one for the release watch (which
 	// takes its connection out of the pool).
 	cfg.MaxConns = 2
@@ -152,7 +158,7 @@ func openPostgres(ctx context.Context, t target) (*store, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(err.Error()))
+		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(connectCause(err).Error()))
 	}
 	var popts []postgres.Option
 	if t.schema != "" || t.table != "" {
@@ -166,14 +172,35 @@ func openPostgres(ctx context.Context, t target) (*store, error) {
 	return &store{b: b, desc: desc, redact: redact, close: func() { b.Close(); pool.Close() }}, nil
 }
 
+// connectCause is the cause of a failed PostgreSQL connection without pgx's
+// summary of the configuration (which names the user and the database): the
+// message names the host already.
+func connectCause(err error) error {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) && ce.Unwrap() != nil {
+		return ce.Unwrap()
+	}
+	return err
+}
+
 func openSQLServer(ctx context.Context, t target) (*store, error) {
+	if err := checkURLShape(t); err != nil {
+		return nil, err
+	}
 	cfg, err := msdsn.Parse(t.addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a valid SQL Server DSN: %s", t.source, redactWith(err.Error(), urlSecrets(t.addr)))
+		return nil, usagef("%s is not a valid SQL Server DSN (want a sqlserver:// URL or key=value pairs; the DSN is not shown)", t.source)
 	}
 	secrets := []string{cfg.Password}
 	redact := func(s string) string { return redactWith(s, secrets) }
-	desc := fmt.Sprintf("SQL Server at %s (database %q, user %q)", cfg.Host, cfg.Database, cfg.User)
+	host := cfg.Host
+	if cfg.Instance != "" {
+		host += `\` + cfg.Instance
+	}
+	if cfg.Port != 0 {
+		host = net.JoinHostPort(host, strconv.FormatUint(cfg.Port, 10))
+	}
+	desc := "SQL Server at " + host
 	db, err := sql.Open("sqlserver", t.addr)
 	if err == nil {
 		if err = db.PingContext(ctx); err != nil {
@@ -197,24 +224,21 @@ func openSQLServer(ctx context.Context, t target) (*store, error) {
 }
 
 func openEtcd(ctx context.Context, t target) (*store, error) {
-	var endpoints, secrets []string
-	for _, e := range strings.Split(t.addr, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			endpoints = append(endpoints, e)
-			secrets = append(secrets, urlSecrets(e)...)
+	var endpoints, hosts []string
+	for i, e := range strings.Split(t.addr, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
 		}
+		host, err := etcdHost(e)
+		if err != nil {
+			return nil, usagef("%s, endpoint %d: %v", t.source, i+1, err)
+		}
+		endpoints, hosts = append(endpoints, e), append(hosts, host)
 	}
-	redact := func(s string) string { return redactWith(s, secrets) }
 	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("%s names no endpoint (give host:port or http://host:port, comma-separated)", t.source)
+		return nil, usagef("%s names no endpoint (give host:port or http://host:port, comma-separated)", t.source)
 	}
-	for _, e := range endpoints {
-		if u, err := url.Parse(e); err == nil && u.User != nil {
-			// clientv3 takes credentials apart from the endpoints.
-			return nil, fmt.Errorf("%s: an endpoint carries user information; etcd credentials are not supported by this CLI yet", t.source)
-		}
-	}
-	desc := "etcd at " + strings.Join(endpoints, ",")
+	desc := "etcd at " + strings.Join(hosts, ",")
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: t.timeout,
@@ -222,12 +246,12 @@ func openEtcd(ctx context.Context, t target) (*store, error) {
 		Context:     context.WithoutCancel(ctx),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(err.Error()))
+		return nil, fmt.Errorf("cannot reach %s: %v", desc, err)
 	}
 	// The client dials lazily: a read proves the cluster answers.
 	if _, err := cli.Get(ctx, "leasehold-cli-ping", clientv3.WithCountOnly()); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(err.Error()))
+		return nil, fmt.Errorf("cannot reach %s: %v", desc, err)
 	}
 	var eopts []etcd.Option
 	if t.etcdPrefix != "" {
@@ -236,9 +260,50 @@ func openEtcd(ctx context.Context, t target) (*store, error) {
 	b, err := etcd.New(cli, eopts...)
 	if err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("%s: %s", desc, redact(err.Error()))
+		return nil, fmt.Errorf("%s: %v", desc, err)
 	}
-	return &store{b: b, desc: desc, redact: redact, close: func() { b.Close(); cli.Close() }}, nil
+	return &store{b: b, desc: desc, redact: func(s string) string { return s }, close: func() { b.Close(); cli.Close() }}, nil
+}
+
+// checkURLShape refuses an address in URL form whose @ is not in its
+// authority, or that has more than one: the mark of a password with an
+// unescaped @, /, ? or #, which the parsers split where nobody can tell, so
+// that part of the password would be taken for the host, the port or the
+// database and named in messages.
+func checkURLShape(t target) error {
+	_, rest, ok := strings.Cut(t.addr, "://")
+	if !ok {
+		return nil
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	if n := strings.Count(rest, "@"); n > 1 || (n == 1 && !strings.Contains(authority, "@")) {
+		return usagef("%s has an @ outside its user:password@host part (not shown): %%-escape the special characters of the password (@ is %%40, / is %%2F)", t.source)
+	}
+	return nil
+}
+
+// etcdHost checks an etcd endpoint, host:port or http(s)://host:port, and
+// returns its host:port. It refuses anything else, credentials above all
+// (clientv3 takes them apart from the endpoints, and an endpoint that
+// carries them would be dialled and named in errors), without quoting it.
+func etcdHost(e string) (string, error) {
+	if strings.Contains(e, "@") {
+		return "", errors.New("it carries user information (not shown); etcd credentials are not supported by this CLI yet")
+	}
+	hostPort := e
+	if scheme, rest, ok := strings.Cut(e, "://"); ok {
+		if scheme != "http" && scheme != "https" {
+			return "", errors.New("its scheme is not http:// or https:// (the endpoint is not shown)")
+		}
+		hostPort = strings.TrimSuffix(rest, "/")
+	}
+	if h, p, err := net.SplitHostPort(hostPort); err != nil || h == "" || p == "" || strings.ContainsAny(hostPort, "/?#") {
+		return "", errors.New("it is not host:port or http(s)://host:port (the endpoint is not shown)")
+	}
+	return hostPort, nil
 }
 
 func or(s, def string) string {
@@ -250,60 +315,51 @@ func or(s, def string) string {
 
 const redacted = "xxxxx"
 
-// redactWith replaces every secret in s, as written and URL-escaped, with
-// xxxxx. Secrets shorter than 3 bytes are left alone: hiding them would
-// garble every message, and the drivers never print passwords anyway.
+// redactWith replaces every secret in s, as written, quoted (%q), shown on
+// one line and URL-escaped, with xxxxx. Secrets shorter than 3 bytes are left
+// alone: hiding them would garble every message, and no message is built
+// from a password anyway.
 func redactWith(s string, secrets []string) string {
 	for _, sec := range secrets {
 		if len(sec) < 3 {
 			continue
 		}
-		for _, form := range []string{sec, url.QueryEscape(sec), url.PathEscape(sec), url.UserPassword("u", sec).String()[2:]} {
+		q := strconv.Quote(sec)
+		for _, form := range []string{sec, q[1 : len(q)-1], oneLine(sec), url.QueryEscape(sec), url.PathEscape(sec), url.UserPassword("u", sec).String()[2:]} {
 			s = strings.ReplaceAll(s, form, redacted)
 		}
 	}
 	return s
 }
 
-// keywordPassword finds the password of a key=value connection string
-// (libpq "password=x", ADO "Password=x;" or "pwd=x").
-var keywordPassword = regexp.MustCompile(`(?i)(?:password|pwd)\s*=\s*('[^']*'|"[^"]*"|\{[^}]*\}|[^;\s]+)`)
+// mayHoldSecret reports whether a command-line argument could be an
+// address, DSN or endpoint with a password in it: anything with an @
+// (user:password@host) or an = (key=value pairs). Messages never show such
+// an argument.
+func mayHoldSecret(arg string) bool { return strings.ContainsAny(arg, "@=") }
 
-// argSecrets returns what looks like a password in any of args, so that a
-// message quoting an argument (a DSN given without its flag) hides it.
-func argSecrets(args []string) []string {
-	var out []string
-	for _, a := range args {
-		out = append(out, urlSecrets(a)...)
-		for _, m := range keywordPassword.FindAllStringSubmatch(a, -1) {
-			out = append(out, m[1], strings.Trim(m[1], `'"{}`))
-		}
+// showArg is arg as a message may show it: quoted on one line, or a
+// placeholder when it may hold a secret.
+func showArg(arg string) string {
+	if mayHoldSecret(arg) {
+		return "(an argument with @ or =, not shown)"
 	}
-	return out
+	return strconv.Quote(oneLine(arg))
 }
 
-// urlSecrets returns the password of dsn when it parses as a URL, and the
-// value of every query parameter named like a password: what to hide in an
-// error about a DSN that a driver could not parse.
-func urlSecrets(dsn string) []string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		// Not even a URL: hide everything after "user:" up to "@".
-		if at := strings.LastIndexByte(dsn, '@'); at > 0 {
-			if colon := strings.LastIndexByte(dsn[:at], ':'); colon >= 0 {
-				return []string{dsn[colon+1 : at]}
-			}
+// hideArgs hides in msg, a message of the flag package, every argument (or
+// the value of a -flag=value) that may hold a secret, as the flag package
+// writes one: as given or quoted (%q).
+func hideArgs(msg string, args []string) string {
+	for _, a := range args {
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {
+			a = value
 		}
-		return nil
-	}
-	var out []string
-	if p, ok := u.User.Password(); ok {
-		out = append(out, p)
-	}
-	for k, vs := range u.Query() {
-		if k := strings.ToLower(k); strings.Contains(k, "password") || k == "pwd" || strings.Contains(k, "secret") {
-			out = append(out, vs...)
+		if !mayHoldSecret(a) {
+			continue
 		}
+		msg = strings.ReplaceAll(msg, strconv.Quote(a), "(not shown)")
+		msg = strings.ReplaceAll(msg, a, "(not shown)")
 	}
-	return out
+	return msg
 }

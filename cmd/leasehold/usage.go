@@ -35,9 +35,11 @@ command line, where other users can read them.
 Names are store keys as Managers write them: a Manager built with
 leasehold.WithKeyPrefix(P) writes P+NAME, so pass -key-prefix P to use its names.
 
-Exit codes: 0 ok (inspect or release of a free name included), 1 failure (store
-unreachable or failing, release not confirmed or interrupted at the prompt,
--token not matching), 2 usage (refused before any connection).
+Exit codes: 0 ok (inspect or release of a free name included, with -token
+too), 1 failure (store unreachable or failing, release not confirmed or
+interrupted at the prompt, the name held with another token than -token or
+than the one shown, a release whose answer was lost), 2 usage (refused before
+any connection: bad flags or arguments, an address that cannot be parsed).
 
 Run 'leasehold COMMAND -h' for the flags of a command.
 `
@@ -55,8 +57,8 @@ func printHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	fs.SetOutput(io.Discard)
 }
 
-// usageError is a bad command line: reported with exit code 2, before any
-// connection is made.
+// usageError is a bad command line or store address: reported with exit
+// code 2, before any connection is made.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
