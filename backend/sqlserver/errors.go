@@ -15,6 +15,12 @@ import (
 // DISABLED (or ALLOWED: the backend's own commits stay fully durable then).
 var ErrDelayedDurability = errors.New("sqlserver: the database forces delayed durability (DELAYED_DURABILITY = FORCED), so acknowledged grants can be lost and fencing tokens repeated")
 
+// ErrRowVersionRefused is returned (wrapped) by EnsureSchema when the server
+// refuses the ROWVERSION column the lease table needs: Babelfish for
+// PostgreSQL does unless its escape hatch is set, server-wide, with
+// EXEC sp_babelfish_configure 'babelfishpg_tsql.escape_hatch_rowversion', 'ignore', 'server'.
+var ErrRowVersionRefused = errors.New("sqlserver: the server refuses ROWVERSION columns: on Babelfish for PostgreSQL set babelfishpg_tsql.escape_hatch_rowversion to 'ignore' (EXEC sp_babelfish_configure 'babelfishpg_tsql.escape_hatch_rowversion', 'ignore', 'server')")
+
 // ErrReplicaNotConfirmed is returned (wrapped) by Acquire when a grant was not
 // confirmed on the replica in time and releasing it on the primary failed as
 // well: the grant may still stand, so this is a fault (the engine cleans up as

@@ -156,7 +156,7 @@ func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 		return fmt.Errorf("sqlserver: EnsureSchema %s: %w", n, err)
 	}
 	for _, stmt := range ddlStatements(n) {
-		if _, err := db.ExecContext(ctx, stmt); err != nil && !isAlreadyExists(err) {
+		if err := execDDL(ctx, db, stmt); err != nil {
 			return fmt.Errorf("sqlserver: EnsureSchema %s: %w", n, err)
 		}
 	}
@@ -170,6 +170,30 @@ func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 }
 
 func isAlreadyExists(err error) bool { return hasErrorNumber(err, alreadyExists...) }
+
+// execDDL runs one guarded DDL batch (IF the object is missing, CREATE it).
+// A concurrent creator makes it fail: SQL Server says so with the numbers of
+// alreadyExists, other engines with their own (Babelfish for PostgreSQL: 219
+// "type already exists", or 2627 on its catalog's unique index). So any
+// other failure runs the batch once more: if the object now exists, its guard
+// skips the CREATE and it succeeds; a real fault (a missing permission, a
+// refused type) fails again and is returned.
+func execDDL(ctx context.Context, db *sql.DB, stmt string) error {
+	_, err := db.ExecContext(ctx, stmt)
+	if err == nil || isAlreadyExists(err) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	if _, again := db.ExecContext(ctx, stmt); again == nil || isAlreadyExists(again) {
+		return nil
+	}
+	if strings.Contains(err.Error(), "escape_hatch_rowversion") {
+		return fmt.Errorf("%w: %w", ErrRowVersionRefused, err)
+	}
+	return err
+}
 
 // durabilitySQL reads the delayed durability setting of the current database
 // (DISABLED, ALLOWED or FORCED), which is always visible to its users.

@@ -226,6 +226,42 @@ func TestEnsureSchema(t *testing.T) {
 		}
 	})
 
+	// A concurrent creator on an engine that reports it with numbers of its
+	// own (Babelfish: 219, or 2627 on its catalog): the guarded batch runs
+	// again, finds the object and succeeds.
+	t.Run("concurrent creator, other error numbers", func(t *testing.T) {
+		db, mock := newMockDB(t)
+		expectDurability(mock, "DISABLED")
+		for i, stmt := range ddlStatements(n) {
+			if i == 2 {
+				mock.ExpectExec(stmt).WithoutArgs().WillReturnError(mssql.Error{Number: 219, Message: `type "leases" already exists`})
+			}
+			mock.ExpectExec(stmt).WithoutArgs().WillReturnResult(sqlmock.NewResult(0, 0))
+		}
+		expectObjects(mock, n, "USER_TABLE", "SEQUENCE_OBJECT", "USER_TABLE")
+		expectShapes(mock, n, nil, nil)
+		if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ROWVERSION refused", func(t *testing.T) {
+		db, mock := newMockDB(t)
+		expectDurability(mock, "DISABLED")
+		refused := mssql.Error{Number: 33557097, Message: "To use the ROWVERSION datatype, set 'babelfishpg_tsql.escape_hatch_rowversion' to 'ignore'"}
+		for i, stmt := range ddlStatements(n) {
+			if i == 2 {
+				mock.ExpectExec(stmt).WithoutArgs().WillReturnError(refused)
+				mock.ExpectExec(stmt).WithoutArgs().WillReturnError(refused)
+				break
+			}
+			mock.ExpectExec(stmt).WithoutArgs().WillReturnResult(sqlmock.NewResult(0, 0))
+		}
+		if err := EnsureSchema(ctx, db, "lease", "Leases"); !errors.Is(err, ErrRowVersionRefused) || !strings.Contains(err.Error(), "sp_babelfish_configure") {
+			t.Fatalf("err = %v, want ErrRowVersionRefused naming the setting", err)
+		}
+	})
+
 	// As Babelfish for PostgreSQL answers: no delayed durability setting
 	// (NULL), and column names folded to lower case.
 	t.Run("NULL durability and lower-cased column names", func(t *testing.T) {
