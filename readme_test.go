@@ -12,40 +12,63 @@ import (
 	"testing"
 )
 
-// TestReadmeGoBlocksAreExamples keeps README.md's Go code from drifting: every
-// ```go block must appear, line for line, in the body of some Example
-// function of the repository's *_test.go files (all modules of the tree), so
-// that it is compiled, vetted and, where the Example has an Output, run. A
-// block edited without its Example, or an Example without its block, fails.
+// TestReadmeGoBlocksAreExamples keeps the Go code of README.md and of every
+// Markdown file under docs/ from drifting: every ```go block must appear,
+// line for line, in the body of some Example function of the repository's
+// *_test.go files (all modules of the tree), so that it is compiled, vetted
+// and, where the Example has an Output, run. A block edited without its
+// Example, or an Example without its block, fails.
 //
-// Lines are compared without their indentation (the README indents with
+// Lines are compared without their indentation (the docs indent with
 // spaces, gofmt with tabs, and the block may sit in a closure) and with every
 // run of blanks inside a line taken as one (gofmt re-aligns trailing
 // comments); leading and trailing blank lines of a block do not count.
 func TestReadmeGoBlocksAreExamples(t *testing.T) {
-	blocks := readmeGoBlocks(t, "README.md")
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block; is the fence spelled differently?")
-	}
 	bodies := exampleBodies(t, ".")
-	for _, b := range blocks {
-		want := "\n" + strings.Join(b.lines, "\n") + "\n"
-		found := false
-		for _, body := range bodies {
-			if strings.Contains(body, want) {
-				found = true
-				break
-			}
+	for _, path := range docFiles(t) {
+		blocks := readmeGoBlocks(t, path)
+		if path == "README.md" && len(blocks) == 0 {
+			t.Fatal("README.md has no ```go block; is the fence spelled differently?")
 		}
-		if !found {
-			t.Errorf("README.md:%d: the Go block starting %q is in no Example function's body; "+
-				"change the Example with it (see example_readme_test.go files)", b.line, b.lines[0])
+		for _, b := range blocks {
+			want := "\n" + strings.Join(b.lines, "\n") + "\n"
+			found := false
+			for _, body := range bodies {
+				if strings.Contains(body, want) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s:%d: the Go block starting %q is in no Example function's body; "+
+					"change the Example with it (see example_readme_test.go files)", path, b.line, b.lines[0])
+			}
 		}
 	}
 }
 
-// readmeBlock is one ```go block of the README: its normalised lines and the
-// README line of its first one.
+// docFiles returns README.md and every Markdown file under docs/, in a
+// stable order.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, filepath.ToSlash(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list docs/: %v", err)
+	}
+	return files
+}
+
+// readmeBlock is one ```go block of a Markdown file: its normalised lines and
+// the file's line of its first one.
 type readmeBlock struct {
 	line  int
 	lines []string
@@ -55,7 +78,7 @@ func readmeGoBlocks(t *testing.T, path string) []readmeBlock {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
-		t.Fatalf("open README: %v", err)
+		t.Fatalf("open %s: %v", path, err)
 	}
 	defer f.Close()
 	var (
@@ -85,10 +108,10 @@ func readmeGoBlocks(t *testing.T, path string) []readmeBlock {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("read README: %v", err)
+		t.Fatalf("read %s: %v", path, err)
 	}
 	if cur != nil {
-		t.Fatal("README.md: a ```go block is not closed")
+		t.Fatalf("%s: a ```go block is not closed", path)
 	}
 	return blocks
 }
