@@ -2,14 +2,17 @@ package leasehold_test
 
 import (
 	"bufio"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestReadmeGoBlocksAreExamples keeps the Go code of README.md and of every
@@ -176,4 +179,115 @@ func trimBlank(lines []string) []string {
 		lines = lines[:len(lines)-1]
 	}
 	return lines
+}
+
+// TestDocsLinksResolve keeps the cross-references of the docs true as text
+// moves between files: every relative link (and image) in README.md,
+// BENCHMARKS.md, CHANGELOG.md and docs/ must name a file or directory of the
+// tree, and a #fragment must name a heading of the Markdown file it points
+// into (as GitHub derives the anchor from the heading's text).
+func TestDocsLinksResolve(t *testing.T) {
+	files := append(docFiles(t), "BENCHMARKS.md", "CHANGELOG.md")
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := headingAnchors(t, path)
+		anchors[path] = a
+		return a
+	}
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		for n, line := range markdownProse(string(src)) {
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, frag, _ := strings.Cut(target, "#")
+				dest := path
+				if file != "" {
+					dest = filepath.ToSlash(filepath.Join(filepath.Dir(path), file))
+					if _, err := os.Stat(dest); err != nil {
+						t.Errorf("%s:%d: link %q: %v", path, n+1, target, err)
+						continue
+					}
+				}
+				if frag != "" && strings.HasSuffix(dest, ".md") && !anchorsOf(dest)[frag] {
+					t.Errorf("%s:%d: link %q: %s has no heading with anchor #%s", path, n+1, target, dest, frag)
+				}
+			}
+		}
+	}
+}
+
+// mdLink matches the target of an inline Markdown link or image.
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// markdownProse returns the lines of a Markdown text, with the lines of
+// fenced code blocks and inline code spans blanked (links there are not
+// links).
+func markdownProse(src string) []string {
+	lines := strings.Split(src, "\n")
+	fenced := false
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			lines[i] = ""
+			continue
+		}
+		if fenced {
+			lines[i] = ""
+			continue
+		}
+		lines[i] = codeSpan.ReplaceAllString(line, "``")
+	}
+	return lines
+}
+
+var codeSpan = regexp.MustCompile("`[^`]*`")
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown file: the heading's text lowercased, code marks and punctuation
+// dropped, spaces made hyphens; a repeated anchor gets -1, -2, ….
+func headingAnchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if k := seen[a]; k > 0 {
+			anchors[fmt.Sprintf("%s-%d", a, k)] = true
+		} else {
+			anchors[a] = true
+		}
+		seen[a]++
+	}
+	return anchors
 }
