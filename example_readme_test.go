@@ -11,7 +11,7 @@ import (
 	"github.com/leasehold/leasehold/backend/memory"
 )
 
-// The README's "At a glance", verbatim between the markers (readme_test.go
+// The README's quick start, verbatim between the markers (readme_test.go
 // checks it): run is the function the README's code is the body of.
 func Example_atAGlance() {
 	ctx := context.Background()
@@ -22,7 +22,7 @@ func Example_atAGlance() {
 		return nil
 	}
 	run := func() error {
-		// README: At a glance
+		// README: Quick start
 		m, err := leasehold.New(backend, leasehold.WithOwner("billing-7f9c")) // one per process
 		if err != nil {
 			return err

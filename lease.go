@@ -134,7 +134,7 @@ func (l *Lease) StopRenewing(ctx context.Context) error {
 // from ctx: ctx only bounds how long Release waits for the backend's answer.
 // When ctx ends first Release returns ctx's error while the engine goes on
 // releasing; if the backend cannot confirm, the engine retries until the
-// lease's TTL has passed (see README, "What survives what"). It is idempotent:
+// lease's TTL has passed (see docs/what-survives-what.md). It is idempotent:
 // on a holding that has already ended (released or lost) it returns nil
 // without any backend call.
 func (l *Lease) Release(ctx context.Context) error {

@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/messages"
 )
 
-// The hand-off (issue #11; design and model check in model/HANDOFF.md). On a
+// The hand-off (design and model check in model/HANDOFF.md). On a
 // store that keeps a waiter queue (backend/queue.go), the head waiter's
 // attempt waits in the store's queue, in order of arrival across every
 // Manager. A release hands the key to the first attempt in that queue in the

@@ -63,7 +63,7 @@ const (
 // writeCharts draws, drawn with gonum.org/v1/plot, against the number of
 // contenders, a line per lock, the median over the repeated runs with
 // min–max bars: throughput.png (grants per second), handoff.png and
-// handoff-p99.png (hand-off latency, with the target of issue #11); then
+// handoff-p99.png (hand-off latency, with leasehold's target); then
 // fairness.png (each contender's share of the grants at the highest
 // contention, sorted) and safety.png (a table: overlaps, refused fenced
 // writes and fallback wakes per lock). A chart with nothing to show (no
@@ -323,7 +323,7 @@ func lineChart(path string, ss []*summary, ctx string, spec lineSpec) error {
 		}
 		t.Color, t.Dashes, t.Width = grey, []vg.Length{vg.Points(6), vg.Points(3)}, vg.Points(1.2)
 		p.Add(t)
-		leg.Add(fmt.Sprintf("target for leasehold:\n≤ %g ms (issue #11)", spec.target), t)
+		leg.Add(fmt.Sprintf("target for leasehold:\n≤ %g ms", spec.target), t)
 	}
 	yfit.apply(&p.Y)
 	if yfit.Log {

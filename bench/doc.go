@@ -3,12 +3,15 @@
 // checker, against the same server, and reports hand-off latency, fairness,
 // throughput and safety across OS processes.
 //
-//	go run ./bench                                   # memory backend, one process
-//	go run ./bench -backend redis -procs 8 -goroutines 4 -keys 1
-//	go run ./bench -backend redis -procs 1,2,4,8 -report out/   # sweep, charts
-//	go run ./bench -backend redis -procs 4 -chaos restart,cut,pause,kill
-//	go run ./bench -backend redis -procs 8 -repeat 5 -report out/  # median, min–max
-//	go run ./bench -replot out/                                   # table and charts again
+//	go -C bench run .                                     # memory backend, one process
+//	go -C bench run . -backend redis -procs 8 -goroutines 4 -keys 1
+//	go -C bench run . -backend redis -procs 1,2,4,8 -report out/   # sweep, charts
+//	go -C bench run . -backend redis -procs 4 -chaos restart,cut,pause,kill
+//	go -C bench run . -backend redis -procs 8 -repeat 5 -report out/  # median, min–max
+//	go -C bench run . -replot out/                                   # table and charts again
+//
+// (from the repository's root: the bench is a module of its own, so that its
+// peers and chart libraries stay out of the library's module graph).
 //
 // The parent process starts the worker processes itself (the same binary,
 // re-executed with -worker), hands each its configuration, starts them
@@ -50,7 +53,7 @@
 // highest run); results.json keeps every run (Runs) with the summaries.
 //
 // Below the table, one line per leasehold configuration judges it against
-// the hand-off targets of issue #11 (verdict.go holds them): throughput at
+// the hand-off targets (verdict.go holds them): throughput at
 // least 1.3× the better peer's, hand-off p50 at most 0.25 ms and p99 at most
 // 1 ms, at most 2.5 round trips per grant, Jain at least 0.98 with the
 // smallest share at least 0.8 of the fair one, CPU per grant at most 1.5×

@@ -41,8 +41,8 @@ type leaseholdLocker struct {
 	reader *sdkmetric.ManualReader
 }
 
-// The engine's hand-off counter (issue #11): one count per grant to a
-// waiter, by how the waiter learned of it.
+// The engine's hand-off counter: one count per grant to a waiter, by how
+// the waiter learned of it.
 const (
 	handoffsMetric  = "leasehold.handoffs"
 	handoffsViaAttr = "leasehold.handoff.via"

@@ -65,7 +65,7 @@ type jsonReport struct {
 	Versus []versus
 	// Summaries are each lock at each procs×g over its repetitions.
 	Summaries []*summary
-	// Verdicts judge leasehold against the hand-off targets of issue #11.
+	// Verdicts judge leasehold against the hand-off targets (verdict.go).
 	Verdicts []verdict
 }
 

@@ -259,7 +259,7 @@ func TestTableOfRepeatedRuns(t *testing.T) {
 	for _, want := range []string{
 		"backend redis, one hot name, hold 1ms", "Each row: the median of 3 runs",
 		"Spread over the runs (lowest–highest):", "855–945",
-		"Targets (issue #11): throughput ≥ 1.3× the better peer's; hand-off p50 ≤ 0.25 ms, p99 ≤ 1 ms;",
+		"Targets: throughput ≥ 1.3× the better peer's; hand-off p50 ≤ 0.25 ms, p99 ≤ 1 ms;",
 		"leasehold 1×4: 1.50× the better peer's throughput", "meets the hand-off targets",
 		"1×4 6, 4×4 36",
 	} {
@@ -295,7 +295,7 @@ func TestReplotDrawsCharts(t *testing.T) {
 	if code := run(context.Background(), []string{"-replot", dir}, &out, &errOut); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	if !strings.Contains(out.String(), "Targets (issue #11)") || !strings.Contains(out.String(), "— meets the hand-off targets") {
+	if !strings.Contains(out.String(), "Targets: ") || !strings.Contains(out.String(), "— meets the hand-off targets") {
 		t.Errorf("no verdict in the table:\n%s", out.String())
 	}
 	for _, name := range []string{chartThroughput, chartHandOff, chartHandOffP99, chartFairness, chartSafety} {

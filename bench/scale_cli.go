@@ -45,7 +45,7 @@ func scaleConfigFrom(f *cliFlags) (scaleConfig, error) {
 	return c, nil
 }
 
-// runScaleCLI is `go run ./bench -scale N`: see runScale.
+// runScaleCLI is `go -C bench run . -scale N`: see runScale.
 func runScaleCLI(ctx context.Context, f *cliFlags, stdout, stderr io.Writer) int {
 	c, err := scaleConfigFrom(f)
 	if err != nil {

@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// The hand-off targets of issue #11: what leasehold with the store's waiter
-// queue must reach, measured against the peers at the same procs×g. They
-// live here only: the verdicts, the charts' target lines and the tests read
-// them from here.
+// The hand-off targets: what leasehold with the store's waiter queue must
+// reach, measured against the peers at the same procs×g. They live here
+// only: the verdicts, the charts' target lines and the tests read them from
+// here.
 const (
 	// Grants per second at least this many times the better peer's.
 	targetThroughputVsPeer = 1.3
@@ -174,7 +174,7 @@ func judge(lh *summary, peers []*summary) verdict {
 
 // targetsLine states the targets once, above the verdicts.
 func targetsLine() string {
-	return fmt.Sprintf("Targets (issue #11): throughput ≥ %g× the better peer's; hand-off p50 ≤ %g ms, p99 ≤ %g ms; ≤ %g round trips per grant; "+
+	return fmt.Sprintf("Targets: throughput ≥ %g× the better peer's; hand-off p50 ≤ %g ms, p99 ≤ %g ms; ≤ %g round trips per grant; "+
 		"Jain ≥ %g, smallest share ≥ %g of the fair one; CPU per grant ≤ %g× the most frugal peer's; 0 overlaps; 0 fencing refusals. "+
 		"Medians over the runs; overlaps and refusals over all of them.",
 		targetThroughputVsPeer, targetHandOffP50Ms, targetHandOffP99Ms, targetRoundTrips, targetJain, targetMinShare, targetCPUVsPeers)

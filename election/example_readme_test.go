@@ -12,8 +12,8 @@ import (
 	"github.com/leasehold/leasehold/election"
 )
 
-// The README's election block, verbatim between the markers (readme_test.go
-// in the root package checks it). lead resigns at once, which ends Run.
+// The Go block of docs/election.md, verbatim between the markers
+// (readme_test.go in the root package checks it). lead resigns at once, which ends Run.
 func Example_readme() {
 	m, newErr := leasehold.New(memory.New(), leasehold.WithOwner("node-a"))
 	if newErr != nil {
@@ -27,14 +27,14 @@ func Example_readme() {
 		<-ctx.Done()
 	}
 
-	// README: Leader election
+	// docs/election.md
 	err := election.Run(ctx, m, "scheduler", election.Callbacks{
 		OnStartedLeading: func(ctx context.Context) { lead(ctx) }, // ctx ends the moment leadership ends
 		OnStoppedLeading: func() { log.Print("no longer leading") },
 		OnNewLeader:      func(id string) { log.Print("leader: ", id) },
 	}, leasehold.WithTTL(10*time.Second))
 	id, ok, err := election.Leader(ctx, m, "scheduler") // who leads now
-	// end README
+	// end docs
 	// Run returned because its ctx ended; so does the Leader call under it.
 	fmt.Printf("after Run: leader %q %v, ctx ended: %v\n", id, ok, errors.Is(err, context.Canceled))
 	// Output:

@@ -24,7 +24,7 @@ type Options = backendtest.Options
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
 	s := &suite{newBackend: newBackend, short: o.Round(shortTTL), tiny: o.Round(tinyTTL)}
-	// The group names are those the rows had in backendtest (README cites
+	// The group names are those the rows had in backendtest (the docs cite
 	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue), so
 	// both suites can run under one test.
 	groups := []struct {

@@ -3,7 +3,7 @@
  * (actors/lease_actor.go, actors/unconfirmed.go, actors/timing.go) against a
  * store that keeps the backend contract (backend/backend.go; the Redis scripts
  * backend/redis/scripts/*.lua are one implementation), optionally with the
- * waiter queue of the hand-off design (HANDOFF.md, issue #11). Checked by
+ * waiter queue of the hand-off design (HANDOFF.md). Checked by
  * model_test.go, which reads the properties and variants from here.
  *
  * Up to three Managers (M0 and M1 configured with the same owner, M2 with

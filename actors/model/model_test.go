@@ -81,7 +81,7 @@ const (
 	// faults with two attempts each, or with a hand-off a fault and a
 	// restart together, are each beyond 45 million states: not run. A
 	// hand-off with a fault and Close is 59 million states, 9 GB: run once
-	// for issue #11, not here.)
+	// by hand, not here.)
 	deepSafety3       = "LH_NM=3 LH_MAXATT=1 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=1"
 	deepSafetyAtt     = "LH_NM=2 LH_MAXATT=2 LH_MAXFAULT=1 LH_MAXRESTART=1 LH_CLOSE=1"
 	deepSafetyFaults  = "LH_NM=2 LH_MAXATT=1 LH_MAXFAULT=2 LH_MAXRESTART=1 LH_CLOSE=1"
@@ -163,7 +163,7 @@ func TestModel(t *testing.T) {
 			// repeat after a restart, grace or not.
 			{name: "token-without-clock", cfg: variant(teeth, vClockless), want: []string{"c"}},
 			{name: "handoff-without-pickup-window", cfg: variant(teethHandoff, vNoPickup), want: []string{"e"}},
-			// The hand-off as first written in issue #15 (see HANDOFF.md):
+			// The hand-off as first written (see HANDOFF.md):
 			// after a holder's expiry a dead head blocks the others for as
 			// long as its queue entry lives.
 			{name: "handoff-as-first-written", cfg: variant(teethHandoff, vAsWritten), want: []string{"e"}},

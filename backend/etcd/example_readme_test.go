@@ -11,15 +11,15 @@ import (
 	"github.com/leasehold/leasehold/backend/etcd"
 )
 
-// The README's etcd block, verbatim between the markers (readme_test.go in
-// the root module checks it). It needs the cluster the README names, so it is
-// compiled but not run by go test.
+// The Go block of docs/backends/etcd.md, verbatim between the markers
+// (readme_test.go in the root module checks it). It needs the cluster the
+// block names, so it is compiled but not run by go test.
 func Example_readme() {
-	// README: etcd
+	// docs/backends/etcd.md
 	cli, _ := clientv3.New(clientv3.Config{Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}})
 	b, _ := etcd.New(cli, etcd.WithMinTTL(2*time.Second)) // also WithKeyPrefix, WithLogger
 	m, _ := leasehold.New(b)
-	// end README
+	// end docs
 	defer cli.Close()
 	defer b.Close()
 	defer m.Close(context.Background())

@@ -14,7 +14,8 @@ import (
 )
 
 // TestMeasureLatency prints the latency of each call on a three-member
-// cluster on loopback (the README's numbers). It is not a benchmark and
+// cluster on loopback (the numbers in the README, BENCHMARKS.md and
+// docs/backends/etcd.md). It is not a benchmark and
 // asserts nothing; it runs only with LEASEHOLD_ETCD_MEASURE=1:
 //
 //	cd backend/etcd && LEASEHOLD_ETCD_MEASURE=1 go test -count=1 -run TestMeasureLatency -v .

@@ -11,7 +11,7 @@ import (
 	"github.com/leasehold/leasehold/backend/postgres"
 )
 
-// The README's PostgreSQL block, verbatim between the markers
+// The Go block of docs/backends/postgres.md, verbatim between the markers
 // (readme_test.go in the root package checks it), as the body of a function
 // returning an error. It runs against $LEASEHOLD_POSTGRES_DSN (default: the
 // local test database).
@@ -19,14 +19,14 @@ func Example_readme() {
 	ctx := context.Background()
 	dsn := cmp.Or(os.Getenv("LEASEHOLD_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	run := func() error {
-		// README: PostgreSQL
+		// docs/backends/postgres.md
 		pool, _ := pgxpool.New(ctx, dsn)
 		if err := postgres.EnsureSchema(ctx, pool, postgres.DefaultSchema, postgres.DefaultTable); err != nil {
 			return err
 		}
 		b, _ := postgres.New(pool) // options: WithTable(schema, table), WithLogger, WithRetry, WithSweep
 		m, _ := leasehold.New(b)
-		// end README
+		// end docs
 		defer pool.Close()
 		defer b.Close()
 		defer m.Close(ctx)

@@ -10,7 +10,7 @@ import (
 // out of the pool (its release watch and its hand-off watch, each LISTENing
 // on a hijacked connection), which do not count against MaxConns. With the
 // pool's own connections all in use, the server sees MaxConns + 2N
-// connections: what the package doc and the README tell users to size
+// connections: what the package doc and docs/backends/postgres.md tell users to size
 // max_connections for.
 func TestManagersSharingAPoolHoldTwoConnectionsEach(t *testing.T) {
 	e := newEnv(t)

@@ -82,7 +82,7 @@ func handOffs(t *testing.T, b *Backend, addr string) (notices <-chan backend.Han
 }
 
 // A table of the version before the queue (the lease table with attempt and
-// waited, its sequence and index: commit 70e3ab3, schema.go, verbatim), with
+// waited, its sequence and index, as that version's schema.go wrote them), with
 // a live holding in it, gets the queue's table and index from EnsureSchema.
 // The holding survives, refuses waiters, who are queued, and its release
 // hands it to the first of them.

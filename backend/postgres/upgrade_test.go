@@ -14,8 +14,8 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// previousDDL is the DDL of the version before attempts (commit c276a63,
-// backend/postgres/schema.go), verbatim.
+// previousDDL is the DDL of the version before attempts, as that version's
+// backend/postgres/schema.go wrote it.
 func previousDDL(schema, table string) []string {
 	n := newNames(schema, table)
 	return []string{

@@ -12,19 +12,14 @@
 //
 // # Key layout
 //
-// For a key K and the prefix P (default "leasehold:"), the backend uses
-//
-//	P{E}:lease     a hash with fields owner, attempt, token, meta (and w, see below); expires with the lease
-//	P{E}:token     the fencing counter of K; never expires
-//	P{E}:queue     the waiter queue of K: a list of attempts, head first
-//	P{E}:entries   a hash of the queued attempts' entries; both expire after the last entry
-//	P releases     the pub/sub channel of releases (P + "releases"); messages carry K
-//	P handoff:A    the pub/sub channel of the hand-offs to the address A
-//
-// where E is K with "%", "{" and "}" percent-encoded, so that every name maps to
-// its own keys (no two names collide) and all keys of one name share the hash
-// tag {E}: a script touching them runs on one Redis Cluster slot. What each
-// script takes and returns is written down in scripts/CONTRACT.md.
+// For a key K and the prefix P (default "leasehold:"), every key of K is
+// P{E}: followed by its role (lease, token, queue, entries, revoked), where E
+// is K with "%", "{" and "}" percent-encoded, so that every name maps to its
+// own keys (no two names collide) and all keys of one name share the hash
+// tag {E}: a script touching them runs on one Redis Cluster slot. Releases
+// are published on the channel P+"releases", hand-offs on P+"handoff:" and
+// the Manager's address. What each key holds and when it expires, and what
+// each script takes and returns, is written down once, in scripts/CONTRACT.md.
 //
 // # Holdings
 //

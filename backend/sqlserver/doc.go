@@ -6,20 +6,14 @@
 // made correct, named by holding (owner and attempt) and given fencing
 // tokens.
 //
-// The table has one row per held name:
-//
-//	LeaseName        NVARCHAR(400) BIN2  with LeaseNameBytes, the primary key
-//	OwnerInstanceId  NVARCHAR(400) BIN2
-//	AttemptId        NVARCHAR(64) BIN2   the acquire attempt that made the holding
-//	FencingToken     BIGINT              drawn from a SEQUENCE
-//	AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc  DATETIMEOFFSET(7)
-//	Metadata         NVARCHAR(4000)
-//	RowVersion       ROWVERSION
-//
-// Waiting attempts queue in a second table, <table>_Queue (backend/queue.go):
-// one row per queued attempt of a name, in arrival order (an IDENTITY
-// Position), with its owner, metadata, pickup window, poll number, entry
-// expiry and, on the head entry, the start of the head's turn.
+// The table has one row per held name (owner, the acquire attempt that made
+// the holding, the fencing token drawn from a SEQUENCE, the acquire, renew
+// and expiry times, metadata and a RowVersion), and waiting attempts queue in
+// a second table, <table>_Queue (backend/queue.go): one row per queued
+// attempt of a name, in arrival order (an IDENTITY Position), with its owner,
+// metadata, pickup window, poll number, entry expiry and, on the head entry,
+// the start of the head's turn. CreateScript writes both; the repository's
+// docs/backends/sqlserver.md shows them for the default names.
 //
 // Names and owners use a binary collation, so "Foo" and "foo" are different
 // leases. SQL Server ignores trailing spaces when it compares strings even

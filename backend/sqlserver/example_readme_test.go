@@ -12,7 +12,7 @@ import (
 	"github.com/leasehold/leasehold/backend/sqlserver"
 )
 
-// The README's SQL Server block, verbatim between the markers
+// The Go block of docs/backends/sqlserver.md, verbatim between the markers
 // (readme_test.go in the root package checks it), as the body of a function
 // returning an error. It needs a server and a readable secondary, so it is
 // compiled but not run by go test.
@@ -26,7 +26,7 @@ func Example_readme() {
 	defer replicaDB.Close()
 	logger := slog.Default()
 	run := func() error {
-		// README: SQL Server
+		// docs/backends/sqlserver.md
 		db, _ := sql.Open("sqlserver", dsn) // github.com/microsoft/go-mssqldb
 		if err := sqlserver.EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
 			return err
@@ -35,7 +35,7 @@ func Example_readme() {
 			sqlserver.WithReplica(replicaDB), sqlserver.WithReplicaTimeout(5*time.Second), // optional
 			sqlserver.WithLogger(logger))
 		m, err := leasehold.New(b)
-		// end README
+		// end docs
 		if err != nil {
 			return err
 		}
