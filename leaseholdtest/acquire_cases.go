@@ -42,7 +42,7 @@ func (s *suite) mWaitTimeout(t *testing.T) {
 	start := time.Now()
 	_, err := m2.Acquire(ctxT(t), "job", leasehold.WithWait(200*time.Millisecond))
 	wantNotAcquired(t, err)
-	if d := time.Since(start); d < 200*time.Millisecond || d > patience {
+	if d := time.Since(start); d < 200*time.Millisecond || d > s.patience {
 		t.Errorf("waited %v, want about 200ms", d)
 	}
 }
@@ -81,13 +81,13 @@ func (s *suite) mHandOff(t *testing.T) {
 	got := make(chan *leasehold.Lease, 1)
 	before := p.f.Acquires.Load()
 	go func() {
-		l, err := m2.Acquire(context.Background(), "job", leasehold.WithWait(patience))
+		l, err := m2.Acquire(context.Background(), "job", leasehold.WithWait(s.patience))
 		if err != nil {
 			t.Errorf("waiter: %v", err)
 		}
 		got <- l
 	}()
-	eventually(t, "the waiter to find the key busy", func() bool { return p.f.Acquires.Load() > before })
+	s.eventually(t, "the waiter to find the key busy", func() bool { return p.f.Acquires.Load() > before })
 	if err := holder.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func (s *suite) mHandOffOnExpiry(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
 	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
-	l, err := m2.Acquire(ctxT(t), "job", leasehold.WithWait(patience))
+	l, err := m2.Acquire(ctxT(t), "job", leasehold.WithWait(s.patience))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func (s *suite) mNoReentry(t *testing.T) {
 	for i := range n {
 		queued := newSentContext()
 		wg.Go(func() {
-			l, err := m.Acquire(queued, "job", leasehold.WithWait(patience))
+			l, err := m.Acquire(queued, "job", leasehold.WithWait(s.patience))
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				return
@@ -217,7 +217,7 @@ func (s *suite) mTwoOwners(t *testing.T) {
 					inside--
 					mu.Unlock()
 					return nil
-				}, leasehold.WithWait(patience))
+				}, leasehold.WithWait(s.patience))
 				if err != nil {
 					t.Errorf("%s: %v", m.Owner(), err)
 				}

@@ -35,7 +35,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 		}
 	}
 	for _, l := range ls[:stolen] {
-		waitClosed(t, "loss of a stolen lease", l.Lost(), patience)
+		waitClosed(t, "loss of a stolen lease", l.Lost(), s.patience)
 		if !errors.Is(l.Err(), backend.ErrNotHeld) {
 			t.Errorf("%s: %v, want rejected (ErrNotHeld)", l.Name(), l.Err())
 		}
@@ -50,7 +50,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 	for _, l := range ls[stolen:] {
 		marks[l] = l.ExpiresAt()
 	}
-	eventually(t, "a renewal of every remaining lease", func() bool {
+	s.eventually(t, "a renewal of every remaining lease", func() bool {
 		for l, at := range marks {
 			if !l.ExpiresAt().After(at) && l.Err() == nil {
 				return false
@@ -91,7 +91,7 @@ func (s *suite) mBatchFailure(t *testing.T) {
 		// the batches started failing, so the local deadline falls less
 		// than a TTL after that.
 		failedClosedBy(t, l, failedAt.Add(ttls[i]))
-		waitClosed(t, "loss", l.Lost(), patience)
+		waitClosed(t, "loss", l.Lost(), s.patience)
 	}
 }
 

@@ -25,7 +25,7 @@ func (s *suite) mAbandonedGrant(t *testing.T) {
 	}
 	p.f.AcquireDelay.Store(0)
 	other := p.manager(t, "o2")
-	eventually(t, "the abandoned grant to be released", func() bool {
+	s.eventually(t, "the abandoned grant to be released", func() bool {
 		l, err := other.Acquire(ctxT(t), "job")
 		return err == nil && l != nil
 	})

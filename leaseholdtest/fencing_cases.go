@@ -30,7 +30,7 @@ func (s *suite) mFencing(t *testing.T) {
 	_ = l.Release(ctxT(t))
 	l = mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	check(l, "after release, same owner")
-	l = mustAcquire(t, m2, "job", leasehold.WithWait(patience))
+	l = mustAcquire(t, m2, "job", leasehold.WithWait(s.patience))
 	check(l, "takeover after expiry")
 	_ = l.Release(ctxT(t))
 	l = mustAcquire(t, m1, "job")
@@ -41,7 +41,7 @@ func (s *suite) mStaleOwner(t *testing.T) {
 	p := s.pair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
 	old := mustAcquire(t, m1, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
-	cur := mustAcquire(t, m2, "job", leasehold.WithWait(patience))
+	cur := mustAcquire(t, m2, "job", leasehold.WithWait(s.patience))
 	ctx, key := ctxT(t), p.prefix+"job"
 	curAttempt := p.f.AttemptOf(key)
 	if _, err := p.raw.Renew(ctx, backend.RenewRequest{Key: key, Owner: "o1", Attempt: curAttempt, Token: old.Token(), TTL: time.Minute}); !errors.Is(err, backend.ErrNotHeld) {

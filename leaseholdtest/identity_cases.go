@@ -45,7 +45,7 @@ func (s *suite) mCloseEndedContext(t *testing.T) {
 }
 
 func (s *suite) closeEndedContext(t *testing.T, b backend.Backend, prefix string) {
-	m := newManager(t, b, "o1", prefix)
+	m := s.newManager(t, b, "o1", prefix)
 	sub := m.Subscribe(64)
 	var ls []*leasehold.Lease
 	for i := range 5 {
@@ -111,7 +111,7 @@ func (s *suite) closeEndedContext(t *testing.T, b backend.Backend, prefix string
 		t.Errorf("LostEvent %+v after Close, want none", ev)
 	}
 	// What Close could not release is left to the store's TTL.
-	mustAcquire(t, newManager(t, b, "o2", prefix), "l0", leasehold.WithWait(patience))
+	mustAcquire(t, s.newManager(t, b, "o2", prefix), "l0", leasehold.WithWait(s.patience))
 }
 
 // mCloseCancelsAcquire: Close(context.Background()) while an acquire is in
@@ -126,14 +126,14 @@ func (s *suite) mCloseCancelsAcquire(t *testing.T) {
 		_, err := m.Acquire(context.Background(), "job", leasehold.WithWait(leasehold.WaitForever))
 		acq <- err
 	}()
-	eventually(t, "the acquire to reach the backend", func() bool { return p.f.Blocked.Load() == 1 })
-	closeWithin(t, m, patience)
+	s.eventually(t, "the acquire to reach the backend", func() bool { return p.f.Blocked.Load() == 1 })
+	closeWithin(t, m, s.patience)
 	select {
 	case err := <-acq:
 		if !errors.Is(err, leasehold.ErrClosed) {
 			t.Errorf("Acquire in flight at Close = %v, want ErrClosed", err)
 		}
-	case <-time.After(patience):
+	case <-time.After(s.patience):
 		t.Fatal("the waiter was not answered")
 	}
 	if err := held.Err(); !errors.Is(err, leasehold.ErrReleased) {
@@ -150,14 +150,14 @@ func (s *suite) mCloseCancelsRelease(t *testing.T) {
 	p.f.BlockRelease.Store(true)
 	rel := make(chan error, 1)
 	go func() { rel <- l.Release(context.Background()) }()
-	eventually(t, "the release to reach the backend", func() bool { return p.f.Blocked.Load() == 1 })
+	s.eventually(t, "the release to reach the backend", func() bool { return p.f.Blocked.Load() == 1 })
 	if err := l.Err(); !errors.Is(err, leasehold.ErrReleased) {
 		t.Errorf("handle during its Release: %v, want ErrReleased", err)
 	}
-	closeWithin(t, m, patience)
+	closeWithin(t, m, s.patience)
 	select {
 	case <-rel: // nil or the cancelled call's error: either way it returned
-	case <-time.After(patience):
+	case <-time.After(s.patience):
 		t.Fatal("Release did not return after Close")
 	}
 }
@@ -198,7 +198,7 @@ func (s *suite) mUnconfirmedRelease(t *testing.T) {
 	p.f.FailRelease.Store(false)
 	// The next Acquire sends the unconfirmed release first: the name is free
 	// at once, not after a minute's TTL.
-	l3 := mustAcquire(t, m, "job", leasehold.WithWait(patience))
+	l3 := mustAcquire(t, m, "job", leasehold.WithWait(s.patience))
 	if l3.Token() <= l.Token() {
 		t.Errorf("token %d after the unconfirmed release of %d, want higher", l3.Token(), l.Token())
 	}
@@ -219,7 +219,7 @@ func (s *suite) mReleaseEndedContext(t *testing.T) {
 	if err := l.Err(); !errors.Is(err, leasehold.ErrReleased) {
 		t.Errorf("after Release returned: Err() = %v, want ErrReleased", err)
 	}
-	l2 := mustAcquire(t, m1, "job", leasehold.WithWait(patience))
+	l2 := mustAcquire(t, m1, "job", leasehold.WithWait(s.patience))
 	if l2.Token() <= l.Token() {
 		t.Errorf("token %d after releasing %d, want higher", l2.Token(), l.Token())
 	}
@@ -245,9 +245,9 @@ func (s *suite) mLossUnconfirmedCleanup(t *testing.T) {
 	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short))
 	p.f.FailAfterRenew.Store(true)
 	p.f.FailRelease.Store(true)
-	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
+	lostWithin(t, l, sub, s.patience, leasehold.ReasonExpired)
 	p.f.FailAfterRenew.Store(false)
-	l2, err := m.Acquire(ctxT(t), "job", leasehold.WithWait(patience))
+	l2, err := m.Acquire(ctxT(t), "job", leasehold.WithWait(s.patience))
 	if err != nil {
 		t.Fatalf("Acquire after the loss: %v", err)
 	}
@@ -300,7 +300,7 @@ func (s *suite) mNotAcquiredNamesHolder(t *testing.T) {
 		_, err := m2.Acquire(ctx, "job", leasehold.WithWait(leasehold.WaitForever))
 		waiting <- err
 	}()
-	eventually(t, "the waiter's first attempt", func() bool { return p.f.Acquires.Load() > before })
+	s.eventually(t, "the waiter's first attempt", func() bool { return p.f.Acquires.Load() > before })
 	_, err = m2.Acquire(ctxT(t), "job")
 	check("one attempt behind a local waiter", err)
 	cancel()

@@ -61,5 +61,5 @@ func (s *suite) mRevoked(t *testing.T) {
 	if err := l.Renew(ctxT(t), 0); !errors.Is(err, leasehold.ErrLost) {
 		t.Errorf("Renew after Revoke = %v, want ErrLost", err)
 	}
-	lostWithin(t, l, sub, patience, leasehold.ReasonRejected)
+	lostWithin(t, l, sub, s.patience, leasehold.ReasonRejected)
 }

@@ -27,7 +27,7 @@ func lostWithin(t *testing.T, l *leasehold.Lease, sub *leasehold.Subscription, w
 		if ev.Name != l.Name() || ev.Token != l.Token() || ev.Reason != reason || !errors.Is(ev.Err, leasehold.ErrLost) || ev.Owner != l.Owner() {
 			t.Errorf("event %+v, want %s lost with reason %v", ev, l.Name(), reason)
 		}
-	case <-time.After(patience):
+	case <-time.After(within):
 		t.Error("no LostEvent")
 	}
 }
@@ -50,7 +50,7 @@ func (s *suite) mExpiry(t *testing.T) {
 	sub := m.Subscribe(4)
 	l := mustAcquire(t, m, "job", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
 	failedClosedBy(t, l, time.Now().Add(s.short))
-	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
+	lostWithin(t, l, sub, s.patience, leasehold.ReasonExpired)
 	if len(m.Held()) != 0 {
 		t.Errorf("Held() = %v after loss", m.Held())
 	}
@@ -64,7 +64,7 @@ func (s *suite) mRenewImpossible(t *testing.T) {
 	p.f.FailRenew.Store(true)
 	l := mustAcquire(t, m, "job", leasehold.WithTTL(ttl))
 	failedClosedBy(t, l, time.Now().Add(ttl))
-	lostWithin(t, l, sub, patience, leasehold.ReasonExpired)
+	lostWithin(t, l, sub, s.patience, leasehold.ReasonExpired)
 	if n := p.f.Renews.Load(); n < 2 {
 		t.Errorf("%d renewal attempts, want retries until the deadline", n)
 	}
@@ -83,5 +83,5 @@ func (s *suite) mRejected(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrLost) || !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("Renew = %v, want ErrLost (ErrNotHeld)", err)
 	}
-	lostWithin(t, l, sub, patience, leasehold.ReasonRejected)
+	lostWithin(t, l, sub, s.patience, leasehold.ReasonRejected)
 }

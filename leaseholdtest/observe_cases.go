@@ -33,12 +33,12 @@ func (s *suite) mHealth(t *testing.T) {
 	}
 	p.f.FailRenew.Store(true)
 	var err error
-	eventually(t, "HealthCheck to report the failing renewals", func() bool { err = m.HealthCheck(); return err != nil })
+	s.eventually(t, "HealthCheck to report the failing renewals", func() bool { err = m.HealthCheck(); return err != nil })
 	if !errors.Is(err, leasehold.ErrUnhealthy) || !errors.Is(err, backendtest.ErrInjected) {
 		t.Errorf("HealthCheck = %v, want ErrUnhealthy naming the injected fault", err)
 	}
 	p.f.FailRenew.Store(false)
-	eventually(t, "HealthCheck to recover", func() bool { return m.HealthCheck() == nil })
+	s.eventually(t, "HealthCheck to recover", func() bool { return m.HealthCheck() == nil })
 	if l.Err() != nil {
 		t.Errorf("lease lost: %v", l.Err())
 	}

@@ -17,16 +17,17 @@ type pair struct {
 	b      backend.Backend // what Managers get (f, plus notifications)
 	raw    backend.Backend
 	prefix string
+	s      *suite
 }
 
 func (s *suite) pair(t *testing.T) pair {
 	raw := s.newBackend(t)
 	f, b := backendtest.Wrap(raw)
-	return pair{f: f, b: b, raw: raw, prefix: uniq(t)}
+	return pair{f: f, b: b, raw: raw, prefix: uniq(t), s: s}
 }
 
 func (p pair) manager(t *testing.T, owner string, opts ...leasehold.Option) *leasehold.Manager {
-	return newManager(t, p.b, owner, p.prefix, opts...)
+	return p.s.newManager(t, p.b, owner, p.prefix, opts...)
 }
 
 func mustAcquire(t *testing.T, m *leasehold.Manager, name string, opts ...leasehold.AcquireOption) *leasehold.Lease {

@@ -83,11 +83,11 @@ func waitFor(t *testing.T, p pair, ctx context.Context, m *leasehold.Manager, na
 		l, err := m.Acquire(ctx, name, opts...)
 		ch <- acquired{l, err}
 	}()
-	eventually(t, m.Owner()+"'s attempt to be queued", func() bool { return p.f.Queued.Load() > before })
+	p.s.eventually(t, m.Owner()+"'s attempt to be queued", func() bool { return p.f.Queued.Load() > before })
 	return ch
 }
 
-func got(t *testing.T, ch <-chan acquired, who string) *leasehold.Lease {
+func (s *suite) got(t *testing.T, ch <-chan acquired, who string) *leasehold.Lease {
 	t.Helper()
 	select {
 	case a := <-ch:
@@ -95,7 +95,7 @@ func got(t *testing.T, ch <-chan acquired, who string) *leasehold.Lease {
 			t.Fatalf("%s: %v", who, a.err)
 		}
 		return a.l
-	case <-time.After(patience):
+	case <-time.After(s.patience):
 		t.Fatalf("%s did not get the lease", who)
 	}
 	return nil
@@ -128,7 +128,7 @@ func (s *suite) qFIFO(t *testing.T) {
 	if err := l1.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	l2 := got(t, c2, "the first waiter")
+	l2 := s.got(t, c2, "the first waiter")
 	notYet(t, c3, "the second waiter")
 	if l2.Token() <= l1.Token() {
 		t.Errorf("token %d after %d", l2.Token(), l1.Token())
@@ -144,7 +144,7 @@ func (s *suite) qFIFO(t *testing.T) {
 	if err := l2.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	l3 := got(t, c3, "the second waiter")
+	l3 := s.got(t, c3, "the second waiter")
 	if l3.Token() <= l2.Token() {
 		t.Errorf("token %d after %d", l3.Token(), l2.Token())
 	}
@@ -178,13 +178,13 @@ func (s *suite) qLocalNextJoinsAfterHolding(t *testing.T) {
 	if err := l1.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	l2 := got(t, c2, "o2's waiter (first in the store's queue)")
+	l2 := s.got(t, c2, "o2's waiter (first in the store's queue)")
 	notYet(t, c1, "o1's second waiter")
-	eventually(t, "o1's second waiter to stand in the store's queue", func() bool { return p.f.AcquiresBy("o1") > 1 })
+	s.eventually(t, "o1's second waiter to stand in the store's queue", func() bool { return p.f.AcquiresBy("o1") > 1 })
 	if err := l2.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	l3 := got(t, c1, "o1's second waiter")
+	l3 := s.got(t, c1, "o1's second waiter")
 	if l3.Token() <= l2.Token() || l2.Token() <= l1.Token() {
 		t.Errorf("tokens %d, %d, %d: not increasing", l1.Token(), l2.Token(), l3.Token())
 	}
@@ -217,7 +217,7 @@ func (s *suite) qCancelLeaves(t *testing.T) {
 	if a := <-c2; !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v, %v", a.l, a.err)
 	}
-	eventually(t, "the waiter's clean-up release", func() bool { return p.f.Releases.Load() > releases })
+	s.eventually(t, "the waiter's clean-up release", func() bool { return p.f.Releases.Load() > releases })
 	leftFree(t, p, l1)
 }
 
@@ -230,7 +230,7 @@ func (s *suite) qTimeoutLeaves(t *testing.T) {
 	if a := <-c2; !errors.Is(a.err, leasehold.ErrNotAcquired) {
 		t.Fatalf("timed-out waiter: %v, %v", a.l, a.err)
 	}
-	eventually(t, "the waiter's clean-up release", func() bool { return p.f.Releases.Load() > releases })
+	s.eventually(t, "the waiter's clean-up release", func() bool { return p.f.Releases.Load() > releases })
 	leftFree(t, p, l1)
 }
 
@@ -271,7 +271,7 @@ func (s *suite) qCloseDuringAcquire(t *testing.T) {
 		_, err := m2.Acquire(context.Background(), "job", leasehold.WithWait(leasehold.WaitForever))
 		c2 <- err
 	}()
-	eventually(t, "o2's acquire to be on its way", func() bool { return p.f.Acquires.Load() > before })
+	s.eventually(t, "o2's acquire to be on its way", func() bool { return p.f.Acquires.Load() > before })
 	if err := m2.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func (s *suite) qDeadContender(t *testing.T) {
 	if err := l1.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	l2 := got(t, c2, "the waiter behind the dead contender")
+	l2 := s.got(t, c2, "the waiter behind the dead contender")
 	t.Logf("the waiter got the name %v after the release (pickup windows: dead %v, its own %v)", time.Since(start), s.tiny, s.short/2)
 	if l2.Token() <= l1.Token() {
 		t.Errorf("token %d after %d", l2.Token(), l1.Token())

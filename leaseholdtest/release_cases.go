@@ -27,8 +27,8 @@ func (s *suite) mDoubleRelease(t *testing.T) {
 	}
 	// After loss: nil, no backend call.
 	lost := mustAcquire(t, m, "other", leasehold.WithTTL(s.short), leasehold.WithoutAutoRenew())
-	waitClosed(t, "loss", lost.Lost(), patience)
-	eventually(t, "the cleanup release after loss", func() bool { return p.f.Releases.Load()-before == 2 })
+	waitClosed(t, "loss", lost.Lost(), s.patience)
+	s.eventually(t, "the cleanup release after loss", func() bool { return p.f.Releases.Load()-before == 2 })
 	if err := lost.Release(ctxT(t)); err != nil {
 		t.Errorf("Release after loss = %v, want nil", err)
 	}

@@ -23,7 +23,7 @@ type Options = backendtest.Options
 
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: o.Round(shortTTL), tiny: o.Round(tinyTTL)}
+	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience)}
 	// The group names are those the rows had in backendtest (the docs cite
 	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue), so
 	// both suites can run under one test.
@@ -52,9 +52,9 @@ type testCase struct {
 
 type suite struct {
 	newBackend func(t *testing.T) backend.Backend
-	// short and tiny are shortTTL and tinyTTL, rounded up to the backend's
-	// TTL unit.
-	short, tiny time.Duration
+	// short and tiny are shortTTL and tinyTTL, stretched by the store's
+	// time scale and rounded up to its TTL unit; patience is stretched too.
+	short, tiny, patience time.Duration
 }
 
 // Generous bounds: the suite runs under -race on small, shared machines.
@@ -72,7 +72,7 @@ func ctxT(t *testing.T) context.Context { return backendtest.Context(t) }
 
 // newManager starts a Manager on b with its own owner and this test's key
 // prefix, closed when the test ends.
-func newManager(t *testing.T, b backend.Backend, owner, prefix string, opts ...leasehold.Option) *leasehold.Manager {
+func (s *suite) newManager(t *testing.T, b backend.Backend, owner, prefix string, opts ...leasehold.Option) *leasehold.Manager {
 	t.Helper()
 	opts = append([]leasehold.Option{leasehold.WithOwner(owner), leasehold.WithKeyPrefix(prefix)}, opts...)
 	m, err := leasehold.New(b, opts...)
@@ -80,7 +80,7 @@ func newManager(t *testing.T, b backend.Backend, owner, prefix string, opts ...l
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		ctx, cancel := context.WithTimeout(context.Background(), s.patience)
 		defer cancel()
 		// context.Canceled: the test closed it first with an ended context.
 		if err := m.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -92,9 +92,9 @@ func newManager(t *testing.T, b backend.Backend, owner, prefix string, opts ...l
 
 // eventually polls cond until it holds or patience runs out. It is for state
 // that has no signal to await (a row in a foreign store).
-func eventually(t *testing.T, what string, cond func() bool) {
+func (s *suite) eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	deadline := time.Now().Add(s.patience)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

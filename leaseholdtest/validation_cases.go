@@ -26,7 +26,7 @@ func (s *suite) mInvalidNames(t *testing.T) {
 			t.Errorf("Do(%.40q) = %v, want ErrInvalidName", name, err)
 		}
 	}
-	failing := newManager(t, p.b, "o2", "", leasehold.WithKeyNormalizer(func(n string) (string, error) {
+	failing := s.newManager(t, p.b, "o2", "", leasehold.WithKeyNormalizer(func(n string) (string, error) {
 		if n == "bad" {
 			return "", errors.New("no such tenant")
 		}

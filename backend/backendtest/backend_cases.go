@@ -242,7 +242,7 @@ func (s *suite) bLateRelease(t *testing.T) {
 	ctx := ctxT(t)
 	old := mustGrant(t, b, k, "o1", s.tiny)
 	var cur held
-	eventually(t, "the expired key to be granted again to o1", func() bool {
+	s.eventually(t, "the expired key to be granted again to o1", func() bool {
 		cur = acquire(t, b, k, "o1", time.Minute)
 		return cur.Acquired
 	})
@@ -266,7 +266,7 @@ func (s *suite) bExpiry(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
 	g1 := mustGrant(t, b, k, "o1", s.tiny)
 	var g2 held
-	eventually(t, "the expired key to be granted to another owner", func() bool {
+	s.eventually(t, "the expired key to be granted to another owner", func() bool {
 		g2 = acquire(t, b, k, "o2", time.Minute)
 		return g2.Acquired
 	})
@@ -447,7 +447,7 @@ func (s *suite) bWatch(t *testing.T) {
 	// Subscriptions are asynchronous: release until a notice arrives. A
 	// store may announce only the releases someone waits for (see
 	// AcquireRequest.Wait), so a waiting contender is refused first.
-	deadline := time.After(patience)
+	deadline := time.After(s.patience)
 	for {
 		g := mustGrant(t, b, k, "o1", time.Minute)
 		wr, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: k, Owner: "o2", Attempt: newAttempt(), TTL: time.Minute, Wait: true})

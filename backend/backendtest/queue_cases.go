@@ -207,7 +207,7 @@ func (s *suite) qPickupTimeout(t *testing.T) {
 		t.Fatalf("during the pickup window: %+v, want a refusal naming dead for at most %v", r.Grant, s.short)
 	}
 	var g held
-	eventually(t, "the unclaimed hand-off to pass on", func() bool {
+	s.eventually(t, "the unclaimed hand-off to pass on", func() bool {
 		g = waitAs(t, b, k, w.owner, w.attempt, longQueue())
 		return g.Acquired
 	})
@@ -260,7 +260,7 @@ func (s *suite) qDeadHeadsTurn(t *testing.T) {
 		t.Fatalf("the turn starts when a contender finds the key free: got %+v", r.Grant)
 	}
 	var g held
-	eventually(t, "the dead head's turn to pass", func() bool {
+	s.eventually(t, "the dead head's turn to pass", func() bool {
 		g = waitAs(t, b, k, next.owner, next.attempt, longQueue())
 		return g.Acquired
 	})
@@ -294,7 +294,7 @@ func (s *suite) qNotice(t *testing.T) {
 	}()
 	select {
 	case <-ready:
-	case <-time.After(patience):
+	case <-time.After(s.patience):
 		t.Fatal("the hand-off watch never said it was ready")
 	}
 	// Another address's hand-off is not delivered here.
@@ -311,7 +311,7 @@ func (s *suite) qNotice(t *testing.T) {
 	var h backend.HandOff
 	select {
 	case h = <-got:
-	case <-time.After(patience):
+	case <-time.After(s.patience):
 		t.Fatal("no hand-off notice")
 	}
 	if h.Key != k || h.Owner != "w" || h.Attempt != wt.attempt || h.Token <= a.Token || h.Poll != 2 {

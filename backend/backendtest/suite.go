@@ -26,6 +26,13 @@ type Options struct {
 	// then rounded up to whole units, and its waits for expiry scale with
 	// them.
 	TTLUnit time.Duration
+
+	// TimeScale, when above 1, stretches the suites' TTLs and their waits
+	// by that factor, for stores much slower than loopback Redis (a
+	// database server whose acquire takes tens of milliseconds). It
+	// loosens no assertion: what must happen still must, what must not
+	// still must not; only the time given grows.
+	TimeScale float64
 }
 
 // Round rounds d up to whole TTLUnits (d itself when TTLUnit is 0).
@@ -36,9 +43,20 @@ func (o Options) Round(d time.Duration) time.Duration {
 	return d
 }
 
+// Stretch is d times TimeScale (d itself when TimeScale is at most 1).
+func (o Options) Stretch(d time.Duration) time.Duration {
+	if o.TimeScale > 1 {
+		return time.Duration(float64(d) * o.TimeScale)
+	}
+	return d
+}
+
+// TTL is the suites' TTL d, stretched and rounded up to whole TTLUnits.
+func (o Options) TTL(d time.Duration) time.Duration { return o.Round(o.Stretch(d)) }
+
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: o.Round(shortTTL), tiny: o.Round(tinyTTL)}
+	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience)}
 	groups := []struct {
 		name  string
 		cases []testCase
@@ -63,9 +81,9 @@ type testCase struct {
 
 type suite struct {
 	newBackend func(t *testing.T) backend.Backend
-	// short and tiny are shortTTL and tinyTTL, rounded up to the backend's
-	// TTL unit.
-	short, tiny time.Duration
+	// short and tiny are shortTTL and tinyTTL, stretched by the store's
+	// time scale and rounded up to its TTL unit; patience is stretched too.
+	short, tiny, patience time.Duration
 }
 
 // Generous bounds: the suite runs under -race on small, shared machines.
@@ -103,9 +121,9 @@ func Context(t *testing.T) context.Context {
 
 // eventually polls cond until it holds or patience runs out. It is for state
 // that has no signal to await (a row in a foreign store).
-func eventually(t *testing.T, what string, cond func() bool) {
+func (s *suite) eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	deadline := time.Now().Add(s.patience)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -38,6 +38,9 @@ func realServerDB(t *testing.T) *sql.DB {
 		}
 		t.Skip(msg)
 	}
+	// Enough for every test's concurrency; more would only make a small
+	// server's sessions fight over its cores.
+	db.SetMaxOpenConns(32)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
