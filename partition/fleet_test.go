@@ -28,10 +28,11 @@ type fleet struct {
 	mu       sync.Mutex
 	running  map[string]int                // item → the member whose OnAssigned runs
 	leases   map[string][]*leasehold.Lease // item → every holding of it, in order
-	inCall   map[[2]string]bool            // (member, item) → its OnAssigned has not returned
-	assigned int                           // OnAssigned calls, every member
-	revoked  int                           // OnRevoked calls, every member
-	hold     time.Duration                 // how long OnAssigned goes on after its ctx ends
+	started  map[*leasehold.Lease]time.Time
+	inCall   map[[2]string]bool // (member, item) → its OnAssigned has not returned
+	assigned int                // OnAssigned calls, every member
+	revoked  int                // OnRevoked calls, every member
+	hold     time.Duration      // how long OnAssigned goes on after its ctx ends
 }
 
 type node struct {
@@ -46,11 +47,19 @@ func newFleet(t *testing.T, b backend.Backend, group string, n int, opts ...part
 	f := &fleet{
 		t: t, b: b, group: group, opts: opts, nodes: map[int]*node{},
 		running: map[string]int{}, leases: map[string][]*leasehold.Lease{}, inCall: map[[2]string]bool{},
+		started: map[*leasehold.Lease]time.Time{},
 	}
-	for i := range n {
-		f.items = append(f.items, fmt.Sprintf("item-%03d", i))
-	}
+	f.items = fleetItems(n)
 	return f
+}
+
+// fleetItems are the n items of a fleet (a child process makes the same).
+func fleetItems(n int) []string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%03d", i)
+	}
+	return items
 }
 
 // join starts member i on a Manager of its own.
@@ -112,6 +121,7 @@ func (f *fleet) onAssigned(owner string, ctx context.Context, item string) {
 	f.running[item] = idx
 	if ok {
 		f.leases[item] = append(f.leases[item], l)
+		f.started[l] = time.Now()
 	}
 	f.inCall[[2]string{owner, item}] = true
 	f.assigned++
