@@ -168,3 +168,21 @@ func TestJoinWithALiveOwnerFails(t *testing.T) {
 		t.Errorf("Join gave up after %v, before the TTL (%v)", took, ttl)
 	}
 }
+
+// A Manager's key prefix that makes an item's key too long is found when the
+// member first acquires the item: Join fails with ErrInvalidName and leaves
+// nothing held.
+func TestJoinWithAKeyPrefixTooLongForAnItem(t *testing.T) {
+	m, err := leasehold.New(memory.New(), leasehold.WithOwner("node"), leasehold.WithKeyPrefix(strings.Repeat("k", 150)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	_, err = partition.Join(context.Background(), m, "g", []string{"short", strings.Repeat("x", 50)}, partition.Callbacks{})
+	if !errors.Is(err, leasehold.ErrInvalidName) {
+		t.Errorf("Join = %v; want ErrInvalidName", err)
+	}
+	if held := m.Held(); len(held) != 0 {
+		t.Errorf("after the failed Join the Manager holds %v", held)
+	}
+}

@@ -77,11 +77,14 @@ type Member struct {
 // Join returns, before acquiring anything: an error wrapping ErrInvalidName
 // for an empty or invalid group, an item that is invalid or given twice;
 // ErrInvalidOption for no items or a bad option; ErrItemSetMismatch when a
-// live member of the group has another set of items (also found just after
-// joining, for a member that joined meanwhile: then both may refuse). When
-// the membership lease is held by another Manager with the same owner, Join
-// waits up to the TTL (a previous process of this owner's, whose lease
-// expires) and then returns an error matching ErrNotAcquired.
+// live member of the group has another set of items (also checked just after
+// joining, for a member that joined meanwhile: then both may refuse). A
+// Manager's key prefix or normalizer that refuses an item's key is found at
+// the item's first acquire: Join then fails with ErrInvalidName after giving
+// back what it took. When the membership lease is held by another Manager
+// with the same owner, Join waits up to the TTL (it may be this owner's
+// previous process, whose lease expires) and then returns an error matching
+// ErrNotAcquired.
 func Join(ctx context.Context, m *leasehold.Manager, group string, items []string, cb Callbacks, opts ...Option) (*Member, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: partition.Join: nil Manager", leasehold.ErrInvalidOption)

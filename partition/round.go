@@ -20,13 +20,13 @@ func (mem *Member) run() {
 	defer mem.cancel()
 	for first := true; ; first = false {
 		short, err := mem.round()
-		if first {
-			close(mem.joined)
-		}
 		if err != nil {
 			mem.err = err
 			mem.log.Warn("partition: the member stops", "err", err)
 			break
+		}
+		if first { // Join returns the member only after a good first round
+			close(mem.joined)
 		}
 		wait := mem.cfg.rebalance
 		if short {
