@@ -8,15 +8,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// The instruments (meter "github.com/leasehold/leasehold/partition"), each
-// with the attribute leasehold.partition.group:
-//
-//	leasehold.partition.items.owned     up-down counter  items this member holds now (handing back included)
-//	leasehold.partition.moves           counter          leasehold.partition.move = taken | handed_back | lost | left
-//	leasehold.partition.grace.exceeded  counter          hand-backs whose callback outlived the grace
-//
-// No instrument carries an item: items are many, and a time series per
-// item would grow with them. Member.Owned answers per-item questions.
+// metrics are a member's instruments (listed at WithMeterProvider) and their
+// attribute sets, made once.
 type metrics struct {
 	owned         metric.Int64UpDownCounter
 	moves         metric.Int64Counter

@@ -81,7 +81,18 @@ func WithGrace(d time.Duration) Option {
 }
 
 // WithMeterProvider sets where the member's metrics go, through the
-// OpenTelemetry metric API (see metrics.go). Default: the global provider.
+// OpenTelemetry metric API. Default: the global provider
+// (otel.GetMeterProvider), a no-op unless the application installs one.
+//
+// The instruments (meter "github.com/leasehold/leasehold/partition"), each
+// with the attribute leasehold.partition.group:
+//
+//	leasehold.partition.items.owned     up-down counter  items this member holds now (handing back included)
+//	leasehold.partition.moves           counter          leasehold.partition.move = taken | handed_back | lost | left
+//	leasehold.partition.grace.exceeded  counter          hand-backs whose callback outlived the grace
+//
+// No instrument carries an item: items are many, and a time series per item
+// would grow with them. Member.Owned answers per-item questions.
 func WithMeterProvider(p metric.MeterProvider) Option {
 	return func(c *config) {
 		if p == nil {
