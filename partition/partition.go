@@ -53,6 +53,7 @@ type Member struct {
 
 	// Only the member's own goroutine (run) touches these after Join.
 	membership *leasehold.Lease
+	rejoining  bool            // the membership was lost and not taken again yet
 	warned     map[string]bool // mismatched members already logged
 
 	mu      sync.Mutex
@@ -140,14 +141,7 @@ func Join(ctx context.Context, m *leasehold.Manager, group string, items []strin
 // Owned lists the items this member owns now, sorted: those whose lease is
 // live and which are not being handed back.
 func (mem *Member) Owned() []string {
-	mem.mu.Lock()
-	defer mem.mu.Unlock()
-	var out []string
-	for item, h := range mem.held {
-		if !h.handingBack && h.lease.Err() == nil {
-			out = append(out, item)
-		}
-	}
+	out := mem.active()
 	slices.Sort(out)
 	return out
 }

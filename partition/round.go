@@ -67,10 +67,6 @@ func (mem *Member) round() (short bool, err error) {
 		return false, nil
 	}
 	me := mem.m.Owner()
-	if _, found := slices.BinarySearch(members, me); !found { // a store that lags: count this member in all the same
-		members = append(members, me)
-		slices.Sort(members)
-	}
 	mem.mu.Lock()
 	mem.members = members
 	mem.mu.Unlock()
@@ -109,13 +105,14 @@ func (mem *Member) rejoin() (member bool, err error) {
 		leasehold.WithTTL(mem.cfg.ttl), leasehold.WithMetadata(mem.meta))
 	switch {
 	case err == nil:
-		mem.membership = l
+		mem.membership, mem.rejoining = l, false
 		mem.log.Info("partition: joined again after the membership lease ended")
 		return true, nil
 	case fatal(err):
 		return false, err
-	case mem.ctx.Err() == nil:
-		mem.log.Warn("partition: the membership lease ended and cannot be taken again yet", "err", err)
+	case !mem.rejoining && mem.ctx.Err() == nil: // once per outage, not every round
+		mem.rejoining = true
+		mem.log.Warn("partition: the membership lease ended and cannot be taken again yet; trying every round", "err", err)
 	}
 	return false, nil
 }
