@@ -52,7 +52,7 @@ func (s *suite) mWaitForever(t *testing.T) {
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
 	// Renewed every 100 ms, so that it renews many times while the waiter
 	// waits; with a minute's TTL, so that a slow machine never loses it.
-	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(100*time.Millisecond))
+	holder := mustAcquire(t, m1, "job", leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(s.often))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*s.short)
 	defer cancel()
 	_, err := m2.Acquire(ctx, "job", leasehold.WithWait(leasehold.WaitForever))

@@ -22,7 +22,7 @@ func (s *suite) mBatchMixed(t *testing.T) {
 	var ls []*leasehold.Lease
 	for i := range n {
 		// A long TTL, renewed often: no lease is lost for being slow.
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(100*time.Millisecond)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(s.often)))
 	}
 	ctx := ctxT(t)
 	for _, l := range ls[:stolen] {
@@ -103,17 +103,18 @@ func (s *suite) mBatchStarvation(t *testing.T) {
 	m := p.manager(t, "o1", leasehold.WithRenewBatching(4, 5*time.Millisecond))
 	var ls []*leasehold.Lease
 	for i := range 100 {
-		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(100*time.Millisecond)))
+		ls = append(ls, mustAcquire(t, m, fmt.Sprint("l", i), leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(s.often)))
 	}
 	marks := map[*leasehold.Lease]time.Time{}
 	for _, l := range ls {
 		marks[l] = l.ExpiresAt()
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	within := 6 * s.patience // 30 s, stretched
+	deadline := time.Now().Add(within)
 	for l, at := range marks {
 		for !l.ExpiresAt().After(at) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s never renewed in 30 s (renew period 100 ms, batches of 4)", l.Name())
+				t.Fatalf("%s never renewed in %v (renew period %v, batches of 4)", l.Name(), within, s.often)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

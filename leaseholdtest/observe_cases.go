@@ -27,7 +27,7 @@ func (s *suite) observeCases() []testCase {
 func (s *suite) mHealth(t *testing.T) {
 	p := s.pair(t)
 	m := p.manager(t, "o1")
-	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(100*time.Millisecond))
+	l := mustAcquire(t, m, "job", leasehold.WithTTL(time.Minute), leasehold.WithRenewEvery(s.often))
 	if err := m.HealthCheck(); err != nil {
 		t.Fatalf("healthy Manager: %v", err)
 	}

@@ -23,7 +23,7 @@ type Options = backendtest.Options
 
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience)}
+	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience), often: o.Stretch(often)}
 	// The group names are those the rows had in backendtest (the docs cite
 	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue), so
 	// both suites can run under one test.
@@ -55,6 +55,9 @@ type suite struct {
 	// short and tiny are shortTTL and tinyTTL, stretched by the store's
 	// time scale and rounded up to its TTL unit; patience is stretched too.
 	short, tiny, patience time.Duration
+	// often is the renew period of the rows that renew many leases
+	// quickly, stretched like the TTLs: a slow store still keeps up.
+	often time.Duration
 }
 
 // Generous bounds: the suite runs under -race on small, shared machines.
@@ -63,6 +66,7 @@ const (
 	// tinyTTL is for holdings the test lets expire at once.
 	tinyTTL  = 50 * time.Millisecond
 	patience = 5 * time.Second
+	often    = 100 * time.Millisecond
 )
 
 // uniq returns a key prefix no other test (or earlier run) uses.
