@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/leasehold/leasehold/backend"
@@ -85,17 +87,22 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 // grants by request index; requests that are not held are absent.
 func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx []int) (map[int]backend.Grant, error) {
 	args := make([]any, 0, 5*len(idx))
+	var ttls []int64 // the chunk's distinct TTLs, in order of first appearance
 	for _, i := range idx {
 		token, _ := tokenParam(rs[i].Token)
+		ttl := ttlMicros(rs[i].TTL)
 		args = append(args,
 			sql.Named(fmt.Sprint("n", i), rs[i].Key),
 			sql.Named(fmt.Sprint("o", i), rs[i].Owner),
 			sql.Named(fmt.Sprint("a", i), rs[i].Attempt),
 			sql.Named(fmt.Sprint("t", i), token),
-			sql.Named(fmt.Sprint("u", i), ttlMicros(rs[i].TTL)),
+			sql.Named(fmt.Sprint("u", i), ttl),
 		)
+		if !slices.Contains(ttls, ttl) {
+			ttls = append(ttls, ttl)
+		}
 	}
-	rows, err := b.db.QueryContext(ctx, renewBatchSQL(b.names, idx), args...)
+	rows, err := b.db.QueryContext(ctx, renewBatchSQL(b.names, idx, ttls), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,10 +142,19 @@ func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx
 }
 
 // renewBatchSQL builds the batch for requests idx: parameters @nI, @oI, @aI,
-// @tI, @uI (name, owner, attempt, token, TTL in microseconds) of request I. The request
-// table's text columns use the table's binary collation; otherwise the join
-// would fail on a collation conflict or compare case-insensitively.
-func renewBatchSQL(n objectNames, idx []int) string {
+// @tI, @uI (name, owner, attempt, token, TTL in microseconds) of request I;
+// ttls are their distinct TTLs, written into the batch as numbers (they are
+// integers this package computed, and parameters for them could pass SQL
+// Server's 2,100 per request). The request table's text
+// columns use the table's binary collation; otherwise the join would fail on
+// a collation conflict or compare case-insensitively.
+//
+// There is one UPDATE per distinct TTL (a batch's renewals mostly share
+// one), which sets the expiry from that number: an UPDATE whose SET reads
+// the joined request table and that has an OUTPUT clause is refused by
+// Babelfish for PostgreSQL (missing FROM-clause entry), as is an OUTPUT of
+// the request table's columns; SQL Server takes either.
+func renewBatchSQL(n objectNames, idx []int, ttls []int64) string {
 	var values strings.Builder
 	for k, i := range idx {
 		if k > 0 {
@@ -146,7 +162,11 @@ func renewBatchSQL(n objectNames, idx []int) string {
 		}
 		fmt.Fprintf(&values, "(%d, @n%d, @o%d, @a%d, @t%d, @u%d)", i, i, i, i, i, i)
 	}
-	return strings.NewReplacer("{table}", n.tableQ, "{values}", values.String()).Replace(renewBatchTemplate)
+	var updates strings.Builder
+	for _, ttl := range ttls {
+		updates.WriteString(strings.NewReplacer("{ttl}", strconv.FormatInt(ttl, 10), "{table}", n.tableQ).Replace(renewUpdateTemplate))
+	}
+	return strings.NewReplacer("{table}", n.tableQ, "{values}", values.String(), "{updates}", updates.String()).Replace(renewBatchTemplate)
 }
 
 const renewBatchTemplate = `SET NOCOUNT ON;
@@ -171,10 +191,15 @@ DECLARE @out TABLE (
     ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL
 );
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+{updates}
+SELECT LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc FROM @out;
+`
 
+// renewUpdateTemplate renews the requests whose TTL is {ttl}.
+const renewUpdateTemplate = `
 UPDATE l
 SET RenewedAtUtc = @now,
-    ExpiresAtUtc = DATEADD(MICROSECOND, CAST(r.TtlUs % 1000000 AS INT), DATEADD(SECOND, CAST(r.TtlUs / 1000000 AS INT), @now))
+    ExpiresAtUtc = DATEADD(MICROSECOND, CAST({ttl} % 1000000 AS INT), DATEADD(SECOND, CAST({ttl} / 1000000 AS INT), @now))
 OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
 INTO @out (LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
 FROM {table} AS l WITH (ROWLOCK)
@@ -183,7 +208,6 @@ INNER JOIN @req AS r
     AND l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)
     AND l.AttemptId = r.AttemptId AND DATALENGTH(l.AttemptId) = DATALENGTH(r.AttemptId)
     AND l.FencingToken = r.FencingToken
+    AND r.TtlUs = {ttl}
 WHERE l.ExpiresAtUtc > @now;
-
-SELECT LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc FROM @out;
 `

@@ -21,7 +21,7 @@ var batchColumns = []string{"LeaseName", "OwnerInstanceId", "AttemptId", "Fencin
 
 func TestRenewBatchSQL(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
-	q := renewBatchSQL(n, []int{0, 3})
+	q := renewBatchSQL(n, []int{0, 3}, []int64{1_000_000, 2_500_000})
 	indexOf(t, q, "INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, AttemptId, FencingToken, TtlUs) VALUES\n    (0, @n0, @o0, @a0, @t0, @u0),\n    (3, @n3, @o3, @a3, @t3, @u3);")
 	indexOf(t, q, "AttemptId       NVARCHAR(64)  COLLATE Latin1_General_100_BIN2 NOT NULL,")
 	indexOf(t, q, "LeaseName       NVARCHAR(400) COLLATE Latin1_General_100_BIN2 NOT NULL,")
@@ -32,9 +32,17 @@ func TestRenewBatchSQL(t *testing.T) {
 		"l.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(l.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)",
 		"l.AttemptId = r.AttemptId AND DATALENGTH(l.AttemptId) = DATALENGTH(r.AttemptId)",
 		"l.FencingToken = r.FencingToken",
-		"WHERE l.ExpiresAtUtc > @now;",
+		"AND r.TtlUs = 1000000\nWHERE l.ExpiresAtUtc > @now;",
 	} {
 		indexOf(t, join, want)
+	}
+	// One UPDATE per TTL, its expiry from that TTL: no SET reads the
+	// request table (Babelfish refuses that beside an OUTPUT clause).
+	indexOf(t, q, "ExpiresAtUtc = DATEADD(MICROSECOND, CAST(1000000 % 1000000 AS INT), DATEADD(SECOND, CAST(1000000 / 1000000 AS INT), @now))")
+	indexOf(t, q, "ExpiresAtUtc = DATEADD(MICROSECOND, CAST(2500000 % 1000000 AS INT), DATEADD(SECOND, CAST(2500000 / 1000000 AS INT), @now))")
+	indexOf(t, q, "AND r.TtlUs = 2500000\nWHERE l.ExpiresAtUtc > @now;")
+	if strings.Contains(q, "CAST(r.") {
+		t.Error("an UPDATE's SET reads the request table")
 	}
 	// Only the updated table's own columns: some engines (Babelfish for
 	// PostgreSQL) refuse an OUTPUT of the joined table's.
@@ -68,7 +76,7 @@ func TestRenewBatchResultsPerRequest(t *testing.T) {
 		{Key: "held", Owner: "me", Attempt: "a2", Token: 10, TTL: time.Second},             // another attempt: its own request
 	}
 	args := append(append(batchArgs(0, rs[0]), batchArgs(1, rs[1])...), batchArgs(5, rs[5])...)
-	mock.ExpectQuery(renewBatchSQL(b.names, []int{0, 1, 5})).WithArgs(args...).
+	mock.ExpectQuery(renewBatchSQL(b.names, []int{0, 1, 5}, []int64{1_000_000, 2_000_000})).WithArgs(args...).
 		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("held", "me", "a1", int64(10), expires))
 	res, err := b.RenewBatch(context.Background(), rs)
 	if err != nil {
@@ -91,14 +99,14 @@ func TestRenewBatchResultsPerRequest(t *testing.T) {
 func TestRenewBatchFailsClosed(t *testing.T) {
 	b, mock := newMockBackend(t)
 	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Attempt: "a", Token: 1, TTL: time.Second}}
-	mock.ExpectQuery(renewBatchSQL(b.names, []int{0})).WillReturnError(errors.New("permission denied"))
+	mock.ExpectQuery(renewBatchSQL(b.names, []int{0}, []int64{1_000_000})).WillReturnError(errors.New("permission denied"))
 	if res, err := b.RenewBatch(context.Background(), rs); err == nil || res != nil {
 		t.Fatalf("RenewBatch = %v, %v; want nil, error", res, err)
 	}
 
 	// A result for a request that was not asked is malformed.
 	b, mock = newMockBackend(t)
-	mock.ExpectQuery(renewBatchSQL(b.names, []int{0})).
+	mock.ExpectQuery(renewBatchSQL(b.names, []int{0}, []int64{1_000_000})).
 		WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("a", "me", "other", int64(1), time.Now()))
 	if res, err := b.RenewBatch(context.Background(), rs); err == nil || res != nil {
 		t.Fatalf("RenewBatch = %v, %v; want a fault", res, err)
@@ -108,7 +116,7 @@ func TestRenewBatchFailsClosed(t *testing.T) {
 func TestRenewBatchRetriesTransientErrors(t *testing.T) {
 	b, mock := newMockBackend(t)
 	rs := []backend.RenewRequest{{Key: "a", Owner: "me", Attempt: "a", Token: 1, TTL: time.Second}}
-	q := renewBatchSQL(b.names, []int{0})
+	q := renewBatchSQL(b.names, []int{0}, []int64{1_000_000})
 	mock.ExpectQuery(q).WillReturnError(deadlockErr)
 	mock.ExpectQuery(q).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("a", "me", "a", int64(1), time.Now()))
 	res, err := b.RenewBatch(context.Background(), rs)
@@ -129,8 +137,8 @@ func TestRenewBatchChunks(t *testing.T) {
 			first[i] = i
 		}
 	}
-	mock.ExpectQuery(renewBatchSQL(b.names, first)).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("k5", "me", "a", int64(6), time.Now()))
-	mock.ExpectQuery(renewBatchSQL(b.names, []int{maxBatchRenewals})).WillReturnRows(sqlmock.NewRows(batchColumns))
+	mock.ExpectQuery(renewBatchSQL(b.names, first, []int64{1_000_000})).WillReturnRows(sqlmock.NewRows(batchColumns).AddRow("k5", "me", "a", int64(6), time.Now()))
+	mock.ExpectQuery(renewBatchSQL(b.names, []int{maxBatchRenewals}, []int64{1_000_000})).WillReturnRows(sqlmock.NewRows(batchColumns))
 	res, err := b.RenewBatch(context.Background(), rs)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +152,7 @@ func TestRenewBatchChunks(t *testing.T) {
 	if held != 1 || res[5].Err != nil {
 		t.Errorf("%d held, want only request 5", held)
 	}
-	if params := 5 * maxBatchRenewals; params >= 2100 || len(regexp.MustCompile(`@n[0-9]+`).FindAllString(renewBatchSQL(b.names, first), -1)) != maxBatchRenewals {
+	if params := 5 * maxBatchRenewals; params >= 2100 || len(regexp.MustCompile(`@n[0-9]+`).FindAllString(renewBatchSQL(b.names, first, []int64{1_000_000}), -1)) != maxBatchRenewals {
 		t.Errorf("a chunk sends %d parameters", params)
 	}
 }

@@ -85,8 +85,8 @@ func backendBatches(t *testing.T) []tsqlBatch {
 			add("list "+n.String(), q.list)
 			add("revoke "+n.String(), q.revoke)
 		}
-		add("batch renew of 1 "+n.String(), renewBatchSQL(n, []int{0}))
-		add("batch renew of 3 "+n.String(), renewBatchSQL(n, []int{0, 7, maxBatchRenewals - 1}))
+		add("batch renew of 1 "+n.String(), renewBatchSQL(n, []int{0}, []int64{30_000_000}))
+		add("batch renew of 3 "+n.String(), renewBatchSQL(n, []int{0, 7, maxBatchRenewals - 1}, []int64{30_000_000, 1_500}))
 		for i, stmt := range ddlStatements(n) {
 			add(fmt.Sprintf("DDL %d %s", i, n), stmt)
 		}
