@@ -21,6 +21,9 @@ type Faulty struct {
 	B backend.Backend
 
 	Acquires, Renews, Releases atomic.Int64
+	// ReleasesDone counts the releases that have returned: a later call
+	// on the name cannot overtake them.
+	ReleasesDone atomic.Int64
 	// RenewBatches counts RenewBatch calls (their renewals count in Renews).
 	RenewBatches atomic.Int64
 	// Queued counts refusals that left the attempt in the store's waiter
@@ -201,6 +204,7 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 // Release counts, waits ReleaseDelay and may fail (FailRelease).
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	f.Releases.Add(1)
+	defer f.ReleasesDone.Add(1)
 	if f.BlockRelease.Load() {
 		return f.block(ctx)
 	}

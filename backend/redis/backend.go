@@ -30,10 +30,15 @@ type Backend struct {
 	channelArg string
 	handOffArg string
 
-	// closing ends every running WatchReleases when Close is called.
+	// closing ends every running WatchReleases, and the idle I/O goroutines
+	// of io, when Close is called.
 	closing context.Context
 	close   context.CancelFunc
 	once    sync.Once
+	io      *ioPool
+	// abandoned are the round trips whose callers' contexts ended first
+	// (roundTrip).
+	abandoned abandonedTrips
 }
 
 var (
@@ -96,12 +101,14 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 		b.channelArg = b.Channel()
 		b.handOffArg = b.handOffPrefix()
 	}
+	b.closing, b.close = context.WithCancel(context.Background())
+	b.io = newIOPool(b.closing.Done())
 	if !cfg.allowEviction {
 		if err := b.checkEviction(ctx); err != nil {
+			b.close()
 			return nil, err
 		}
 	}
-	b.closing, b.close = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -111,8 +118,9 @@ func (b *Backend) Info() backend.Info {
 	return backend.Info{Name: "redis", ProcessLocal: false, Queue: b.cfg.queue}
 }
 
-// Close ends every running WatchReleases and makes later calls fail with
-// ErrClosed. It leaves the leases and the client alone. It is idempotent.
+// Close ends every running WatchReleases and the backend's idle I/O
+// goroutines, and makes later calls fail with ErrClosed. It leaves the leases
+// and the client alone. It is idempotent.
 func (b *Backend) Close() error {
 	b.once.Do(b.close)
 	return nil

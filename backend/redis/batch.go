@@ -28,6 +28,7 @@ import (
 func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	sc := make([]scriptCall, len(calls))
 	run := make([]*scriptCall, 0, len(calls))
+	names := make([]string, 0, len(calls)) // of the calls in run
 	closed := b.closed()
 	for i := range calls {
 		c := &calls[i]
@@ -57,12 +58,36 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 			continue
 		}
 		run = append(run, &sc[i])
+		names = append(names, callKey(c))
 	}
 	if len(run) == 0 {
 		return
 	}
-	b.runBatch(ctx, run)
+	// The round trips answer a copy of the calls, since they may outlive
+	// Batch when ctx ends first.
+	answers := slices.Clone(calls)
+	if err := b.roundTrip(ctx, names, func(ctx context.Context) {
+		b.runBatch(ctx, run)
+		b.answer(ctx, answers, sc)
+	}); err != nil {
+		for i := range calls {
+			if calls[i].Err == nil {
+				calls[i].Err = fmt.Errorf("redis: %v %q: %w", calls[i].Op, callKey(&calls[i]), err)
+			}
+		}
+		return
+	}
+	for i := range calls {
+		if calls[i].Err == nil {
+			calls[i].Grant, calls[i].Err = answers[i].Grant, answers[i].Err
+		}
+	}
+}
 
+// answer reads the outcome of each call of calls that was sent (its script
+// call in sc is set) into its Grant and Err, and gives back the grants too
+// few replicas acknowledged.
+func (b *Backend) answer(ctx context.Context, calls []backend.Call, sc []scriptCall) {
 	var unconfirmed []int // acquires whose grants must be given back
 	for i := range calls {
 		c, s := &calls[i], &sc[i]
@@ -84,6 +109,17 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	if len(unconfirmed) > 0 {
 		b.giveBack(ctx, calls, sc, unconfirmed)
 	}
+}
+
+// callKey is the key c is about.
+func callKey(c *backend.Call) string {
+	switch c.Op {
+	case backend.OpAcquire:
+		return c.Acquire.Key
+	case backend.OpRenew:
+		return c.Renew.Key
+	}
+	return c.Release.Key
 }
 
 // giveBack releases the grants of the acquire calls at idx, which too few

@@ -207,6 +207,7 @@ func TestBatchRoundTripFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, b)
 		cs := calls()
 		b.Batch(ctxT(t), cs)
 		check(t, cs, func(err error) bool {
@@ -332,6 +333,7 @@ func TestBatchWithReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	calls = []backend.Call{
 		acquireOp("unconfirmed", "bob", newAttempt(), false),
 		acquireOp("other", "bob", newAttempt(), false),

@@ -69,6 +69,7 @@ func TestReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, greedy)
 	ng, err := greedy.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute})
 	if err != nil || ng.Acquired {
 		t.Fatalf("unconfirmed acquire = %+v, %v; want not acquired, no error", ng, err)
@@ -87,6 +88,7 @@ func TestReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	ng, err = b.Acquire(ctx, backend.AcquireRequest{Key: "third", Owner: "carol", Attempt: newAttempt(), TTL: time.Minute})
 	if err != nil || ng.Acquired {
 		t.Fatalf("acquire with the replica down = %+v, %v", ng, err)

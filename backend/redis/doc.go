@@ -148,10 +148,18 @@
 //
 // # Client settings
 //
-// The client is the caller's and is not closed by Close. Set
-// ContextTimeoutEnabled in its options so that a call's context deadline bounds
-// its socket reads; otherwise a call to a stalled server waits for the client's
-// ReadTimeout.
+// The client is the caller's and is not closed by Close. Every call returns
+// when its context ends (cancelled or past its deadline), with the context's
+// error, whatever the client's options: go-redis lets only a deadline reach
+// the socket, so the backend waits for its round trips on goroutines of its
+// own and stops waiting when the context ends. The command already sent then
+// keeps its connection until the client gives up on the read, and go-redis
+// closes that connection; a later call on the same name waits for it first
+// (within its own context), so that the server never runs the two out of
+// order. Set ContextTimeoutEnabled, so that a deadline ends that read too, and
+// keep ReadTimeout finite: without either, a command lost in a partition holds
+// its connection (and a goroutine) until the operating system gives up on the
+// link.
 //
 // On Cluster, let the client give up on a dead master at once: MaxRetries -1,
 // MaxRedirects 1, and node clients with DialerRetries 1 (set through

@@ -54,7 +54,10 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 	}
 	results := make([]backend.RenewResult, len(rs))
 	keys := make([]string, len(rs)) // the lease keys of the requests sent
-	var sent []int                  // indexes in rs of the requests sent
+	var (
+		sent  []int    // indexes in rs of the requests sent
+		names []string // their names
+	)
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			results[i].Err = err
@@ -62,10 +65,26 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		}
 		keys[i] = b.LeaseKey(r.Key)
 		sent = append(sent, i)
+		names = append(names, r.Key)
 	}
 	if len(sent) == 0 {
 		return results, nil
 	}
+	rs = slices.Clone(rs) // read by the round trip, which may outlive the call
+	var (
+		out []backend.RenewResult
+		err error
+	)
+	if terr := b.roundTrip(ctx, names, func(ctx context.Context) { out, err = b.renewSent(ctx, rs, keys, sent, results) }); terr != nil {
+		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), terr)
+	}
+	return out, err
+}
+
+// renewSent is RenewBatch's round trips for the requests of rs at sent,
+// whose lease keys are in keys; it fills in their results.
+func (b *Backend) renewSent(ctx context.Context, rs []backend.RenewRequest, keys []string, sent []int,
+	results []backend.RenewResult) ([]backend.RenewResult, error) {
 	if cc, ok := b.client.(*goredis.ClusterClient); ok {
 		return b.renewPerMaster(ctx, cc, rs, keys, sent, results)
 	}

@@ -133,6 +133,7 @@ func TestWatchReportsReleasesFromOtherBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, other)
 	stranger := newTestBackend(t, c) // another prefix: another namespace
 	w := startWatch(t, b)
 	w.awaitSubscribed(t)
@@ -192,6 +193,7 @@ func TestNotificationsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, listener)
 	w := startWatch(t, listener)
 	w.awaitSubscribed(t)
 	// Somebody waits, yet nothing is announced.
@@ -213,6 +215,7 @@ func TestWatchResubscribesAfterFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, publisher)
 	w := startWatch(t, b)
 	w.awaitSubscribed(t)
 

@@ -65,6 +65,7 @@ func TestReplicaFailoverAsyncWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			closeAtEnd(t, bob)
 			gb := mustAcquire(t, bob, "job", "bob", time.Minute)
 			if gb.Token <= first.Token {
 				t.Fatalf("bob's token %d <= the earlier holder's %d", gb.Token, first.Token)
