@@ -23,7 +23,7 @@ import (
 // With replica confirmation on, one WAIT at the end of the pipeline (per
 // master on Cluster) confirms every acquire and renewal in it; a grant it does
 // not confirm is released, all such releases again in one round trip, and
-// answered as the single Acquire answers it. A batch of releases alone sends
+// answered as the single Acquire answers it (ErrNotConfirmed). A batch of releases alone sends
 // no WAIT, as Release does not.
 func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	sc := make([]scriptCall, len(calls))

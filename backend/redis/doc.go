@@ -68,8 +68,9 @@
 //
 // With WithReplicaConfirmation, a grant is confirmed with WAIT: when fewer
 // replicas than asked acknowledge it within the timeout, the grant is released
-// and reported as not acquired, because a failover to a replica that never saw
-// it would let another owner take the name while this one works. Renewals are
+// and Acquire fails with ErrNotConfirmed, because a failover to a replica that
+// never saw it would let another owner take the name while this one works. It
+// is a fault, not "not acquired": nobody holds the name. Renewals are
 // confirmed the same way and fail with ErrNotConfirmed when they cannot be.
 //
 // # Release notifications

@@ -10,8 +10,9 @@ import (
 
 // Acquire implements backend.Backend: one acquire script, then, with replica
 // confirmation on, WAIT on the same connection. A grant that is not confirmed
-// is released and reported as not acquired (and so handed to the head of the
-// queue, if any; the caller's own entry went with the grant). A refused
+// is released (and so handed to the head of the queue, if any; the caller's
+// own entry went with the grant) and reported as a fault wrapping
+// ErrNotConfirmed. A refused
 // request with Wait set marks the holding, so that its release is announced
 // (WatchReleases); with a QueueRequest (and the queue on) it also queues the
 // attempt, and Grant.Queued says whether it has an entry.

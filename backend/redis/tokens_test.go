@@ -213,8 +213,8 @@ func TestFailoverToLaggingReplica(t *testing.T) {
 	}
 	closeAtEnd(t, confirmed)
 	ng, err := confirmed.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute})
-	if err != nil || ng.Acquired {
-		t.Fatalf("grant no replica acknowledged = %+v, %v; want not acquired", ng, err)
+	if !errors.Is(err, ErrNotConfirmed) || ng.Acquired {
+		t.Fatalf("grant no replica acknowledged = %+v, %v; want ErrNotConfirmed", ng, err)
 	}
 
 	// Failover: clients move to the promoted replica.
