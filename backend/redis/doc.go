@@ -133,9 +133,9 @@
 // granted while its previous holder may still hold it, and tokens never
 // repeat in any case. A failover is not a restart: a promoted replica has been
 // up as long as it ran, so WithRestartGrace does not hold names back on it.
-// After a fault on Cluster the backend asks the ClusterClient to reload its
-// slot map (go-redis follows MOVED but keeps a dead master until
-// ClusterStateReloadInterval otherwise).
+// After a fault on Cluster, of a call or of a watch, the backend asks the
+// ClusterClient to reload its slot map (go-redis follows MOVED but keeps a
+// dead master until ClusterStateReloadInterval otherwise).
 //
 // # Operator's view
 //

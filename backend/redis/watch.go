@@ -80,6 +80,11 @@ func (b *Backend) watch(ctx context.Context, what, channel string, fn func(strin
 		if subscribed {
 			retry = watchRetryMin
 		}
+		// On Cluster the subscription goes to the master of the channel's
+		// slot as the client's slot map says: a dead one stays there until
+		// the map is reloaded, which go-redis does on its own only every
+		// minute.
+		b.reloadAfter(ctx, err)
 		b.cfg.logger.WarnContext(ctx, "redis: "+what+" watch interrupted, resubscribing",
 			"error", err, "retry_in", retry)
 		t := time.NewTimer(retry)
