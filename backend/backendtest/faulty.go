@@ -130,6 +130,15 @@ func (f *Faulty) Calls() int64 { return f.Acquires.Load() + f.Renews.Load() + f.
 // Info is the wrapped backend's.
 func (f *Faulty) Info() backend.Info { return f.B.Info() }
 
+// Shard is the wrapped backend's (backend.Sharder), or "" when it has no
+// shards.
+func (f *Faulty) Shard(key string) string {
+	if s, ok := f.B.(backend.Sharder); ok {
+		return s.Shard(key)
+	}
+	return ""
+}
+
 // Close does nothing: the wrapped backend belongs to the test.
 func (f *Faulty) Close() error { return nil }
 

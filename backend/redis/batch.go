@@ -13,7 +13,9 @@ import (
 
 // Batch implements backend.Batcher: every call's script in one pipeline, so
 // the whole batch costs one round trip (on Cluster one per node, in
-// parallel), and each call gets the answer its single call would have given.
+// parallel, and the batch waits for every node it goes to: the engine
+// sends each master's calls in batches of their own, by Shard), and each
+// call gets the answer its single call would have given.
 //
 // A call that breaks the request limits gets an error wrapping
 // backend.ErrInvalidRequest and is not sent. Calls on one name run in slice

@@ -26,7 +26,9 @@ func (b *Backend) checkEviction(ctx context.Context) error {
 	if terr := b.roundTrip(ctx, nil, func(ctx context.Context) {
 		switch c := b.client.(type) {
 		case *goredis.ClusterClient:
-			err = c.ForEachMaster(ctx, checkPolicy)
+			if err = c.ForEachMaster(ctx, checkPolicy); err == nil {
+				b.slotMap.Store(true)
+			}
 		case *goredis.Client:
 			err = checkPolicy(ctx, c)
 		default:

@@ -53,22 +53,43 @@ func (b *Backend) roundTrip(ctx context.Context, names []string, fn func(ctx con
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := b.awaitTrip(ctx, b.startTrip(ctx, fn), names); err != nil {
+		return err
+	}
+	return ended(ctx)
+}
+
+// startTrip runs fn on an I/O goroutine; awaitTrip waits for it. Several
+// trips started together run in parallel (the masters of a Cluster). The
+// caller waits for the abandoned trips on their names first (roundTrip).
+func (b *Backend) startTrip(ctx context.Context, fn func(ctx context.Context)) *trip {
 	t := &trip{done: make(chan struct{})}
 	b.io.run(func() {
 		defer b.abandoned.finish(t)
 		defer func() { t.panicked = recover() }()
 		fn(ctx)
 	})
+	return t
+}
+
+// awaitTrip waits until t has finished, and returns nil, or until ctx ends,
+// and returns its error, recording t as abandoned on names. A trip that has
+// finished counts as finished, even once ctx has ended.
+func (b *Backend) awaitTrip(ctx context.Context, t *trip, names []string) error {
 	select {
 	case <-t.done:
-		if t.panicked != nil {
-			panic(t.panicked) // the caller's, as if fn had run there
+	default:
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			b.abandoned.add(t, names)
+			return ctx.Err()
 		}
-		return ended(ctx)
-	case <-ctx.Done():
-		b.abandoned.add(t, names)
-		return ctx.Err()
 	}
+	if t.panicked != nil {
+		panic(t.panicked) // the caller's, as if fn had run there
+	}
+	return nil
 }
 
 // trip is one roundTrip's run of fn: done is closed when fn has returned
