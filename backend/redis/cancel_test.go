@@ -10,51 +10,14 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
 	"github.com/leasehold/leasehold/election"
 )
 
-// ctxSlack is how long after its context ends a call may take to return: a
-// small bound, far below the 5 s ReadTimeout of the tests' clients, with room
-// for a loaded machine under -race.
-const ctxSlack = time.Second
-
-// endingCtx returns a context that ends after d, by cancellation or by its
-// deadline, and the error it then reports.
-func endingCtx(t *testing.T, cancelled bool, d time.Duration) (context.Context, error) {
-	if cancelled {
-		ctx, cancel := context.WithCancel(context.Background())
-		timer := time.AfterFunc(d, cancel)
-		t.Cleanup(func() { timer.Stop(); cancel() })
-		return ctx, context.Canceled
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx, context.DeadlineExceeded
-}
-
-// endsWithCtx runs call with a context that ends after 200 ms and checks that
-// it returns within ctxSlack of that, with the context's error. It fails,
-// rather than hangs, when the call never returns.
-func endsWithCtx(t *testing.T, cancelled bool, call func(ctx context.Context) error) {
-	t.Helper()
-	const after = 200 * time.Millisecond
-	ctx, want := endingCtx(t, cancelled, after)
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- call(ctx) }()
-	select {
-	case err := <-done:
-		if el := time.Since(start); el > after+ctxSlack {
-			t.Errorf("returned %v after the call began; its context ended at %v", el, after)
-		}
-		if !errors.Is(err, want) {
-			t.Errorf("err = %v, want the context's %v", err, want)
-		}
-	case <-time.After(after + 5*time.Second):
-		t.Errorf("still running %v after its context ended", 5*time.Second)
-	}
-}
+// ctxSlack is how long after its context ends a call may take to return
+// (the conformance suites' bound).
+const ctxSlack = backendtest.CtxSlack
 
 // Every call ends when its context does, with the context's error, while the
 // link is black-holed: cancelled or past its deadline, and on a client that
@@ -115,8 +78,8 @@ func TestCallsEndWithTheirContext(t *testing.T) {
 			p.Blackhole(true)
 			for _, cc := range calls {
 				t.Run(cc.name, func(t *testing.T) {
-					t.Run("Cancelled", func(t *testing.T) { endsWithCtx(t, true, cc.call) })
-					t.Run("Deadline", func(t *testing.T) { endsWithCtx(t, false, cc.call) })
+					t.Run("Cancelled", func(t *testing.T) { backendtest.EndsWithContext(t, true, cc.call) })
+					t.Run("Deadline", func(t *testing.T) { backendtest.EndsWithContext(t, false, cc.call) })
 				})
 			}
 			p.Blackhole(false)
@@ -227,9 +190,9 @@ func TestManagerInspectEndsWithItsContext(t *testing.T) {
 	}
 	p.Blackhole(true)
 	t.Run("Inspect", func(t *testing.T) {
-		endsWithCtx(t, true, func(ctx context.Context) error { _, _, err := m.Inspect(ctx, "job"); return err })
+		backendtest.EndsWithContext(t, true, func(ctx context.Context) error { _, _, err := m.Inspect(ctx, "job"); return err })
 	})
 	t.Run("election.Leader", func(t *testing.T) {
-		endsWithCtx(t, true, func(ctx context.Context) error { _, _, err := election.Leader(ctx, m, "job"); return err })
+		backendtest.EndsWithContext(t, true, func(ctx context.Context) error { _, _, err := election.Leader(ctx, m, "job"); return err })
 	})
 }
