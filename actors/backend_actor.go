@@ -22,6 +22,7 @@ const releaseTimeout = 10 * time.Second
 // long-lived workers (a goroutine of its own for a call when all are busy),
 // coalesces the calls that are ready together into one round trip on a
 // backend.Batcher (coalesce.go), makes the renewer's batches (renewer.go),
+// never mixing the shards of a backend.Sharder in one round trip,
 // and keeps the one release watch. (Lease actors call an Immediate backend
 // themselves, except for the renewer's batches, which come here whatever the
 // backend.) Stopping cancels every call in flight and
@@ -47,8 +48,13 @@ type backendActor struct {
 	work chan func()     // to the call workers
 	wg   *sync.WaitGroup // its goroutines; Engine.Stop waits for them
 
-	queue *coalescer           // nil unless the backend is a Batcher
-	batch backend.BatchRenewer // nil unless the backend renews in batches
+	// batcher, when the backend is a Batcher, gets the calls ready together
+	// through a coalescer per shard (coalesce.go), made on the mailbox as
+	// shards appear: a shard that stops answering holds back only its own.
+	batcher backend.Batcher
+	queues  map[string]*coalescer
+	batch   backend.BatchRenewer // nil unless the backend renews in batches
+	sharder backend.Sharder      // nil unless the backend has shards
 }
 
 func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
@@ -62,13 +68,49 @@ func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), 
 	a := &backendActor{cfg: cfg, root: root, notice: notice, handOff: handOff, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
 	a.batch, _ = cfg.Backend.(backend.BatchRenewer)
+	a.sharder, _ = cfg.Backend.(backend.Sharder)
 	if inline {
 		return a
 	}
 	if b, ok := cfg.Backend.(backend.Batcher); ok {
-		a.queue = newCoalescer(a, b)
+		a.batcher, a.queues = b, map[string]*coalescer{}
 	}
 	return a
+}
+
+// shard is the shard of key ("" for a backend without shards).
+func (a *backendActor) shard(key string) string {
+	if a.sharder == nil {
+		return ""
+	}
+	return a.sharder.Shard(key)
+}
+
+// send makes the call m, with the calls ready at the same moment on the same
+// shard when the backend is a Batcher. On the mailbox only.
+func (a *backendActor) send(m *messages.BackendCall) {
+	if a.batcher == nil {
+		a.run(m)
+		return
+	}
+	s := a.shard(callKey(&m.Call))
+	q := a.queues[s]
+	if q == nil {
+		q = newCoalescer(a, a.batcher)
+		a.queues[s] = q
+	}
+	q.add(m)
+}
+
+// callKey is the key c is about.
+func callKey(c *backend.Call) string {
+	switch c.Op {
+	case backend.OpAcquire:
+		return c.Acquire.Key
+	case backend.OpRenew:
+		return c.Renew.Key
+	}
+	return c.Release.Key
 }
 
 func (a *backendActor) Receive(ctx actor.Context) {
@@ -103,12 +145,7 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			})
 		}
 	case *messages.BackendCall:
-		switch {
-		case a.queue != nil:
-			a.queue.add(m)
-		default:
-			a.run(m)
-		}
+		a.send(m)
 	case *messages.RenewBatch:
 		a.renewBatch(m.Renewals)
 	case *messages.Shutdown:

@@ -10,22 +10,60 @@ import (
 )
 
 // renewBatch (the backend actor's side) makes the renewals of one batch off
-// the mailbox, in one RenewBatch round trip when the backend has it, and
-// answers every lease actor. The round trip may take as long as the latest
-// deadline in the batch: a lease whose own deadline passes first is lost by
-// its own alarm meanwhile. A batch that fails as a whole fails every renewal
-// in it, which each lease actor retries until its own local deadline, exactly
+// the mailbox, one round trip per shard of a backend.Sharder (shardGroups),
+// and answers every lease actor of a shard when its round trip returns. Each
+// round trip is one RenewBatch when the backend has it, and may take as long
+// as the latest deadline among its renewals: a lease whose own deadline
+// passes first is lost by its own alarm meanwhile; hence the split, since one
+// shard that stops answering would otherwise hold back every lease of the
+// batch that long. A round trip that fails as a whole fails every renewal in
+// it, which each lease actor retries until its own local deadline, exactly
 // as after a single failed renewal.
 func (a *backendActor) renewBatch(batch []messages.Renewal) {
+	for _, group := range a.shardGroups(batch) {
+		a.renewGroup(group)
+	}
+}
+
+// shardGroups splits batch by shard, each group in the batch's order (the
+// whole batch when it is all on one shard, as always without shards).
+func (a *backendActor) shardGroups(batch []messages.Renewal) [][]messages.Renewal {
+	if a.sharder == nil || len(batch) == 1 {
+		return [][]messages.Renewal{batch}
+	}
+	shards := make([]string, len(batch))
+	one := true
+	for i, n := range batch {
+		shards[i] = a.shard(n.Renew.Key)
+		one = one && shards[i] == shards[0]
+	}
+	if one {
+		return [][]messages.Renewal{batch}
+	}
+	var (
+		groups [][]messages.Renewal
+		index  = map[string]int{}
+	)
+	for i, n := range batch {
+		s := shards[i]
+		g, ok := index[s]
+		if !ok {
+			g = len(groups)
+			index[s] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], n)
+	}
+	return groups
+}
+
+// renewGroup makes the renewals of batch, all on one shard, in one round trip.
+func (a *backendActor) renewGroup(batch []messages.Renewal) {
 	if a.batch == nil || len(batch) == 1 { // a lone renewal needs no batch
 		for _, n := range batch {
-			m := &messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
-				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}}
-			if a.queue != nil {
-				a.queue.add(m) // with the calls ready now, as any call
-			} else {
-				a.run(m)
-			}
+			// With the calls ready now, as any call.
+			a.send(&messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
+				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}})
 		}
 		return
 	}

@@ -35,6 +35,19 @@ type RenewResult struct {
 	Err   error
 }
 
+// Sharder is implemented by backends whose store is several servers that
+// answer independently, each for its own keys (the masters of a Redis
+// Cluster). The engine then never puts calls of different shards in one
+// round trip, and gives each shard round trips of its own: a shard that stops
+// answering delays only the calls on its keys, and the others' answers reach
+// their leases as soon as they come.
+type Sharder interface {
+	// Shard names the shard that serves key now, or "" when the backend
+	// cannot tell yet (calls of shard "" travel together, as without a
+	// Sharder). It must not wait on I/O: the engine calls it on its actors.
+	Shard(key string) string
+}
+
 // Batcher is implemented by backends that can make several calls in one
 // round trip (a Redis pipeline, a PostgreSQL batch). The engine coalesces the
 // calls that are ready at the same moment, never holding a lone call back to

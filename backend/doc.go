@@ -6,7 +6,7 @@
 // engine (package leasehold and its actors) adds everything else: waiting,
 // auto-renewal, local deadlines, loss events. Optional capabilities are extra
 // interfaces in this package (ReleaseWatcher, BatchRenewer, Batcher,
-// Inspector, Lister, Revoker, Immediate, HandOffWatcher); the engine
+// Inspector, Lister, Revoker, Immediate, HandOffWatcher, Sharder); the engine
 // discovers them with a type assertion, so a backend implements only what its
 // store can do well. A store that keeps a queue of waiters and hands a
 // released key to the first (queue.go) says so in Info.Queue.
@@ -16,7 +16,8 @@
 // batching through it. Wrap a backend with Wrap and a Middleware instead: the
 // result has exactly the capabilities of the backend it wraps, and every
 // round trip of lease traffic, batches included, goes through the
-// middleware.
+// middleware. (Every wrapper is also a Sharder, answering "" for a backend
+// without shards, which means the same as no Sharder.)
 //
 // Every backend must pass the conformance suites: package backendtest (this
 // contract) and package leaseholdtest (the Manager's semantics on it).

@@ -42,8 +42,12 @@ type Middleware struct {
 // that the engine finds the same fast paths through the wrapper. Immediate is
 // kept only when mw.NonBlocking is set. Inspect, List and Revoke are operator
 // calls, not lease traffic: they pass straight through. Close closes inner.
+//
+// Every wrapper is also a Sharder: it answers as inner does, or "" (one
+// shard, as if it were none) when inner is not a Sharder.
 func Wrap(inner Backend, mw Middleware) Backend {
 	w := &wrapped{inner: inner, mw: mw}
+	w.sharder, _ = inner.(Sharder)
 	return wrapCombos[capabilitiesOf(inner, mw.NonBlocking)](w)
 }
 
@@ -92,8 +96,17 @@ func capabilitiesOf(b Backend, keepImmediate bool) int {
 // wrapped is the Backend part of every wrapper; the capability parts below
 // are embedded by the combinations in wrap_combos.go.
 type wrapped struct {
-	inner Backend
-	mw    Middleware
+	inner   Backend
+	mw      Middleware
+	sharder Sharder // inner, when it is one
+}
+
+// Shard implements Sharder (see Wrap).
+func (w *wrapped) Shard(key string) string {
+	if w.sharder == nil {
+		return ""
+	}
+	return w.sharder.Shard(key)
 }
 
 func (w *wrapped) round(ctx context.Context, calls []Call, next func(context.Context, []Call)) {

@@ -50,3 +50,20 @@ func TestWrapKeepsExactlyTheCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// shardedFake is a Sharder whose shard is the key's first byte.
+type shardedFake struct{ fullFake }
+
+func (shardedFake) Shard(key string) string { return key[:1] }
+
+// Every wrapper answers Shard as its inner backend does, and "" (one shard)
+// when that one is not a Sharder; wrapping twice changes nothing.
+func TestWrapForwardsShard(t *testing.T) {
+	s, ok := Wrap(Wrap(shardedFake{}, Middleware{}), Middleware{NonBlocking: true}).(Sharder)
+	if !ok || s.Shard("abc") != "a" || s.Shard("xyz") != "x" {
+		t.Fatalf("Shard through two wrappers: %v", ok)
+	}
+	if s, ok := Wrap(fullFake{}, Middleware{}).(Sharder); !ok || s.Shard("abc") != "" {
+		t.Fatalf("Shard of a wrapped backend without shards: %v", ok)
+	}
+}

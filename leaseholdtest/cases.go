@@ -39,5 +39,6 @@ func (s *suite) managerCases() []testCase {
 		{"BatchedRenewalsMixedResults", s.mBatchMixed},
 		{"BatchFailureFailsClosedPerLease", s.mBatchFailure},
 		{"NoRenewalStarvesWhenBatchesAreFull", s.mBatchStarvation},
+		{"EveryCallEndsWithItsContext", s.mBlackholed},
 	}
 }

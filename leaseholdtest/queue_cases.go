@@ -211,13 +211,13 @@ func (s *suite) qCancelLeaves(t *testing.T) {
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
 	l1 := mustAcquire(t, m1, "job")
 	ctx, cancel := context.WithCancel(ctxT(t))
-	releases := p.f.Releases.Load()
+	releases := p.f.ReleasesDone.Load()
 	c2 := waitFor(t, p, ctx, m2, "job")
 	cancel()
 	if a := <-c2; !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v, %v", a.l, a.err)
 	}
-	s.eventually(t, "the waiter's clean-up release", func() bool { return p.f.Releases.Load() > releases })
+	s.eventually(t, "the waiter's clean-up release", func() bool { return p.f.ReleasesDone.Load() > releases })
 	leftFree(t, p, l1)
 }
 
@@ -225,12 +225,12 @@ func (s *suite) qTimeoutLeaves(t *testing.T) {
 	p := s.queuePair(t)
 	m1, m2 := p.manager(t, "o1"), p.manager(t, "o2")
 	l1 := mustAcquire(t, m1, "job")
-	releases := p.f.Releases.Load()
+	releases := p.f.ReleasesDone.Load()
 	c2 := waitFor(t, p, ctxT(t), m2, "job", leasehold.WithWait(s.short))
 	if a := <-c2; !errors.Is(a.err, leasehold.ErrNotAcquired) {
 		t.Fatalf("timed-out waiter: %v, %v", a.l, a.err)
 	}
-	s.eventually(t, "the waiter's clean-up release", func() bool { return p.f.Releases.Load() > releases })
+	s.eventually(t, "the waiter's clean-up release", func() bool { return p.f.ReleasesDone.Load() > releases })
 	leftFree(t, p, l1)
 }
 

@@ -23,7 +23,8 @@ type Options = backendtest.Options
 
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience), often: o.Stretch(often)}
+	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience), often: o.Stretch(often),
+		blackhole: o.Blackhole}
 	// The group names are those the rows had in backendtest (the docs cite
 	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue), so
 	// both suites can run under one test.
@@ -57,7 +58,8 @@ type suite struct {
 	short, tiny, patience time.Duration
 	// often is the renew period of the rows that renew many leases
 	// quickly, stretched like the TTLs: a slow store still keeps up.
-	often time.Duration
+	often     time.Duration
+	blackhole func(t *testing.T) (backend.Backend, func()) // Options.Blackhole
 }
 
 // Generous bounds: the suite runs under -race on small, shared machines.

@@ -34,6 +34,7 @@ func (s *suite) backendCases() []testCase {
 		{"ConcurrentAcquireHasOneWinner", s.bConcurrent},
 		{"ConcurrentAttemptsOfOneOwnerHaveOneWinner", s.bConcurrentSameOwner},
 		{"ReleaseNotifications", s.bWatch},
+		{"EveryCallEndsWithItsContext", s.bBlackholed},
 	}
 }
 

@@ -21,6 +21,9 @@ type Faulty struct {
 	B backend.Backend
 
 	Acquires, Renews, Releases atomic.Int64
+	// ReleasesDone counts the releases that have returned: a later call
+	// on the name cannot overtake them.
+	ReleasesDone atomic.Int64
 	// RenewBatches counts RenewBatch calls (their renewals count in Renews).
 	RenewBatches atomic.Int64
 	// Queued counts refusals that left the attempt in the store's waiter
@@ -37,6 +40,10 @@ type Faulty struct {
 	// calls waiting so.
 	BlockAcquire, BlockRelease atomic.Bool
 	Blocked                    atomic.Int64
+	// Stall makes every call wait until its context ends, the batches and
+	// Inspect, List and Revoke included (counted in Blocked): a store behind
+	// a black-holed link, for a backend that has no link (memory).
+	Stall atomic.Bool
 	// FailAcquire makes Acquire fail without reaching the store.
 	FailAcquire atomic.Bool
 	// FailAfterAcquire performs the acquire, then reports an error, as a
@@ -127,6 +134,15 @@ func (f *Faulty) Calls() int64 { return f.Acquires.Load() + f.Renews.Load() + f.
 // Info is the wrapped backend's.
 func (f *Faulty) Info() backend.Info { return f.B.Info() }
 
+// Shard is the wrapped backend's (backend.Sharder), or "" when it has no
+// shards.
+func (f *Faulty) Shard(key string) string {
+	if s, ok := f.B.(backend.Sharder); ok {
+		return s.Shard(key)
+	}
+	return ""
+}
+
 // Close does nothing: the wrapped backend belongs to the test.
 func (f *Faulty) Close() error { return nil }
 
@@ -140,7 +156,7 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	if d := f.AcquireDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	if f.BlockAcquire.Load() {
+	if f.BlockAcquire.Load() || f.Stall.Load() {
 		return backend.Grant{}, f.block(ctx)
 	}
 	if f.FailAcquire.Load() {
@@ -162,6 +178,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 // Renew counts and may fail (FailRenew).
 func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	f.Renews.Add(1)
+	if f.Stall.Load() {
+		return backend.Grant{}, f.block(ctx)
+	}
 	if f.FailRenew.Load() {
 		return backend.Grant{}, ErrInjected
 	}
@@ -177,6 +196,9 @@ func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gra
 func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	f.RenewBatches.Add(1)
 	f.Renews.Add(int64(len(rs)))
+	if f.Stall.Load() {
+		return nil, f.block(ctx)
+	}
 	if f.FailRenew.Load() {
 		return nil, ErrInjected
 	}
@@ -201,7 +223,8 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 // Release counts, waits ReleaseDelay and may fail (FailRelease).
 func (f *Faulty) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	f.Releases.Add(1)
-	if f.BlockRelease.Load() {
+	defer f.ReleasesDone.Add(1)
+	if f.BlockRelease.Load() || f.Stall.Load() {
 		return f.block(ctx)
 	}
 	if d := f.ReleaseDelay.Load(); d > 0 {
@@ -226,8 +249,11 @@ func (f *Faulty) block(ctx context.Context) error {
 }
 
 // Inspect, List and Revoke pass through to the wrapped backend (an error
-// wrapping errors.ErrUnsupported when it lacks the capability).
+// wrapping errors.ErrUnsupported when it lacks the capability), unless Stall.
 func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	if f.Stall.Load() {
+		return backend.Holding{}, false, f.block(ctx)
+	}
 	in, ok := f.B.(backend.Inspector)
 	if !ok {
 		return backend.Holding{}, false, fmt.Errorf("%s: Inspect: %w", f.B.Info().Name, errors.ErrUnsupported)
@@ -237,6 +263,9 @@ func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool
 
 // List passes through (see Inspect).
 func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	if f.Stall.Load() {
+		return f.block(ctx)
+	}
 	l, ok := f.B.(backend.Lister)
 	if !ok {
 		return fmt.Errorf("%s: List: %w", f.B.Info().Name, errors.ErrUnsupported)
@@ -246,6 +275,9 @@ func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holdin
 
 // Revoke passes through (see Inspect).
 func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	if f.Stall.Load() {
+		return backend.Holding{}, false, f.block(ctx)
+	}
 	r, ok := f.B.(backend.Revoker)
 	if !ok {
 		return backend.Holding{}, false, fmt.Errorf("%s: Revoke: %w", f.B.Info().Name, errors.ErrUnsupported)

@@ -33,6 +33,17 @@ type Options struct {
 	// loosens no assertion: what must happen still must, what must not
 	// still must not; only the time given grows.
 	TimeScale float64
+
+	// Blackhole, when set, returns a backend whose link to its store the
+	// test can black-hole (through a fault proxy such as
+	// internal/faultproxy), and the function that does it: from then on the
+	// link swallows every byte both ways and its connections stay open, as
+	// in a partition. The rows "every call ends with its context"
+	// (Backend/EveryCallEndsWithItsContext here,
+	// Manager/EveryCallEndsWithItsContext in package leaseholdtest) need it,
+	// and are skipped without it. Register the backend's clean-up, and the
+	// link's repair before it, with t.Cleanup.
+	Blackhole func(t *testing.T) (b backend.Backend, blackhole func())
 }
 
 // Round rounds d up to whole TTLUnits (d itself when TTLUnit is 0).
@@ -56,7 +67,7 @@ func (o Options) TTL(d time.Duration) time.Duration { return o.Round(o.Stretch(d
 
 // RunWith is Run with Options.
 func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Backend) {
-	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience)}
+	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience), blackhole: o.Blackhole}
 	groups := []struct {
 		name  string
 		cases []testCase
@@ -84,6 +95,7 @@ type suite struct {
 	// short and tiny are shortTTL and tinyTTL, stretched by the store's
 	// time scale and rounded up to its TTL unit; patience is stretched too.
 	short, tiny, patience time.Duration
+	blackhole             func(t *testing.T) (backend.Backend, func()) // Options.Blackhole
 }
 
 // Generous bounds: the suite runs under -race on small, shared machines.

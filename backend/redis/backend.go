@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -30,10 +31,18 @@ type Backend struct {
 	channelArg string
 	handOffArg string
 
-	// closing ends every running WatchReleases when Close is called.
+	// closing ends every running WatchReleases, and the idle I/O goroutines
+	// of io, when Close is called.
 	closing context.Context
 	close   context.CancelFunc
 	once    sync.Once
+	io      *ioPool
+	// abandoned are the round trips whose callers' contexts ended first
+	// (roundTrip).
+	abandoned abandonedTrips
+	// slotMap says that a ClusterClient has its slot map, so that Shard can
+	// read it without waiting for it to load.
+	slotMap atomic.Bool
 }
 
 var (
@@ -41,6 +50,7 @@ var (
 	_ backend.ReleaseWatcher = (*Backend)(nil)
 	_ backend.Batcher        = (*Backend)(nil)
 	_ backend.HandOffWatcher = (*Backend)(nil)
+	_ backend.Sharder        = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its leases in the Redis deployment behind
@@ -96,12 +106,14 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 		b.channelArg = b.Channel()
 		b.handOffArg = b.handOffPrefix()
 	}
+	b.closing, b.close = context.WithCancel(context.Background())
+	b.io = newIOPool(b.closing.Done())
 	if !cfg.allowEviction {
 		if err := b.checkEviction(ctx); err != nil {
+			b.close()
 			return nil, err
 		}
 	}
-	b.closing, b.close = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -111,11 +123,30 @@ func (b *Backend) Info() backend.Info {
 	return backend.Info{Name: "redis", ProcessLocal: false, Queue: b.cfg.queue}
 }
 
-// Close ends every running WatchReleases and makes later calls fail with
-// ErrClosed. It leaves the leases and the client alone. It is idempotent.
+// Close ends every running WatchReleases and the backend's idle I/O
+// goroutines, and makes later calls fail with ErrClosed. It leaves the leases
+// and the client alone. It is idempotent.
 func (b *Backend) Close() error {
 	b.once.Do(b.close)
 	return nil
+}
+
+// Shard implements backend.Sharder: on Cluster, the address of the master
+// that serves key's slot in the client's slot map, so that a master that
+// stops answering holds back only the calls on its own slots; "" on one
+// server or Sentinel (one shard), and on Cluster until the slot map is
+// loaded (New's policy check and the first renewal batch load it), since
+// loading it would wait on the network.
+func (b *Backend) Shard(key string) string {
+	cc, ok := b.client.(*goredis.ClusterClient)
+	if !ok || !b.slotMap.Load() {
+		return ""
+	}
+	node, err := cc.MasterForKey(context.Background(), b.LeaseKey(key)) // a loaded map: no I/O
+	if err != nil {
+		return ""
+	}
+	return node.Options().Addr
 }
 
 func (b *Backend) closed() error {

@@ -13,7 +13,9 @@ import (
 
 // Batch implements backend.Batcher: every call's script in one pipeline, so
 // the whole batch costs one round trip (on Cluster one per node, in
-// parallel), and each call gets the answer its single call would have given.
+// parallel, and the batch waits for every node it goes to: the engine
+// sends each master's calls in batches of their own, by Shard), and each
+// call gets the answer its single call would have given.
 //
 // A call that breaks the request limits gets an error wrapping
 // backend.ErrInvalidRequest and is not sent. Calls on one name run in slice
@@ -23,11 +25,12 @@ import (
 // With replica confirmation on, one WAIT at the end of the pipeline (per
 // master on Cluster) confirms every acquire and renewal in it; a grant it does
 // not confirm is released, all such releases again in one round trip, and
-// answered as the single Acquire answers it. A batch of releases alone sends
+// answered as the single Acquire answers it (ErrNotConfirmed). A batch of releases alone sends
 // no WAIT, as Release does not.
 func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	sc := make([]scriptCall, len(calls))
 	run := make([]*scriptCall, 0, len(calls))
+	names := make([]string, 0, len(calls)) // of the calls in run
 	closed := b.closed()
 	for i := range calls {
 		c := &calls[i]
@@ -57,12 +60,36 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 			continue
 		}
 		run = append(run, &sc[i])
+		names = append(names, callKey(c))
 	}
 	if len(run) == 0 {
 		return
 	}
-	b.runBatch(ctx, run)
+	// The round trips answer a copy of the calls, since they may outlive
+	// Batch when ctx ends first.
+	answers := slices.Clone(calls)
+	if err := b.roundTrip(ctx, names, func(ctx context.Context) {
+		b.runBatch(ctx, run)
+		b.answer(ctx, answers, sc)
+	}); err != nil {
+		for i := range calls {
+			if calls[i].Err == nil {
+				calls[i].Err = fmt.Errorf("redis: %v %q: %w", calls[i].Op, callKey(&calls[i]), err)
+			}
+		}
+		return
+	}
+	for i := range calls {
+		if calls[i].Err == nil {
+			calls[i].Grant, calls[i].Err = answers[i].Grant, answers[i].Err
+		}
+	}
+}
 
+// answer reads the outcome of each call of calls that was sent (its script
+// call in sc is set) into its Grant and Err, and gives back the grants too
+// few replicas acknowledged.
+func (b *Backend) answer(ctx context.Context, calls []backend.Call, sc []scriptCall) {
 	var unconfirmed []int // acquires whose grants must be given back
 	for i := range calls {
 		c, s := &calls[i], &sc[i]
@@ -84,6 +111,17 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	if len(unconfirmed) > 0 {
 		b.giveBack(ctx, calls, sc, unconfirmed)
 	}
+}
+
+// callKey is the key c is about.
+func callKey(c *backend.Call) string {
+	switch c.Op {
+	case backend.OpAcquire:
+		return c.Acquire.Key
+	case backend.OpRenew:
+		return c.Renew.Key
+	}
+	return c.Release.Key
 }
 
 // giveBack releases the grants of the acquire calls at idx, which too few

@@ -207,6 +207,7 @@ func TestBatchRoundTripFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, b)
 		cs := calls()
 		b.Batch(ctxT(t), cs)
 		check(t, cs, func(err error) bool {
@@ -301,8 +302,8 @@ func TestRefusedForNoScriptKeepsOrder(t *testing.T) {
 }
 
 // Under replica confirmation one WAIT confirms the batch; when it cannot,
-// grants are given back and answered "not acquired" (the name is free
-// again), renewals fail with ErrNotConfirmed, releases stand.
+// grants are given back and answered with ErrNotConfirmed (the name is
+// free again), renewals fail with ErrNotConfirmed, releases stand.
 func TestBatchWithReplicaConfirmation(t *testing.T) {
 	primary, replica := startReplicated(t)
 	c := redistest.NewClient(t, primary.Addr())
@@ -332,6 +333,7 @@ func TestBatchWithReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	calls = []backend.Call{
 		acquireOp("unconfirmed", "bob", newAttempt(), false),
 		acquireOp("other", "bob", newAttempt(), false),
@@ -340,8 +342,8 @@ func TestBatchWithReplicaConfirmation(t *testing.T) {
 	}
 	b.Batch(ctx, calls)
 	for _, i := range []int{0, 1} {
-		if calls[i].Err != nil || calls[i].Grant.Acquired {
-			t.Errorf("unconfirmed grant %d: %+v, %v; want not acquired", i, calls[i].Grant, calls[i].Err)
+		if !errors.Is(calls[i].Err, ErrNotConfirmed) || calls[i].Grant.Acquired {
+			t.Errorf("unconfirmed grant %d: %+v, %v; want ErrNotConfirmed", i, calls[i].Grant, calls[i].Err)
 		}
 		mustHolder(t, b, calls[i].Acquire.Key, "")
 	}
@@ -353,8 +355,8 @@ func TestBatchWithReplicaConfirmation(t *testing.T) {
 	}
 	lone := []backend.Call{acquireOp("lone", "bob", newAttempt(), false)}
 	b.Batch(ctx, lone)
-	if lone[0].Err != nil || lone[0].Grant.Acquired {
-		t.Errorf("unconfirmed lone grant: %+v, %v; want not acquired", lone[0].Grant, lone[0].Err)
+	if !errors.Is(lone[0].Err, ErrNotConfirmed) || lone[0].Grant.Acquired {
+		t.Errorf("unconfirmed lone grant: %+v, %v; want ErrNotConfirmed", lone[0].Grant, lone[0].Err)
 	}
 	mustHolder(t, b, "lone", "")
 }

@@ -152,15 +152,17 @@ func (b *Backend) unconfirmedGrant(g backend.Grant, c *scriptCall) bool {
 // unconfirmedAnswer is Acquire's answer for a grant too few replicas
 // acknowledged, once releasing it returned releaseErr: after a failover to one
 // of the others the name would be free again while this owner works, so it
-// does not count as acquired; if the release failed the grant may still
-// stand, and the answer is a fault, so that the engine cleans up as after any
-// ambiguous acquire.
+// does not count as acquired. It is a fault, not a refusal: nobody holds the
+// name, and "not acquired" would tell the caller that someone does. If the
+// release failed the grant may still stand; the engine cleans up after a
+// fault as after any ambiguous acquire.
 func (b *Backend) unconfirmedAnswer(r backend.AcquireRequest, acked int64, releaseErr error) (backend.Grant, error) {
 	if releaseErr != nil {
 		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w (%d of %d replicas) and releasing it failed: %w",
 			r.Key, ErrNotConfirmed, acked, b.cfg.replicas, releaseErr)
 	}
-	return backend.Grant{Acquired: false}, nil
+	return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w (%d of %d replicas); the grant was given back",
+		r.Key, ErrNotConfirmed, acked, b.cfg.replicas)
 }
 
 // renewAnswer reads the outcome of a renew call as Renew answers it.

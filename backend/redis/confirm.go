@@ -38,7 +38,11 @@ func (b *Backend) runConfirmed(ctx context.Context, c scriptCall) scriptCall {
 func (b *Backend) primary(ctx context.Context, key string) (*goredis.Client, error) {
 	switch c := b.client.(type) {
 	case *goredis.ClusterClient:
-		return c.MasterForKey(ctx, key)
+		node, err := c.MasterForKey(ctx, key)
+		if err == nil {
+			b.slotMap.Store(true)
+		}
+		return node, err
 	case *goredis.Client:
 		return c, nil
 	}

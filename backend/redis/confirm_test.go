@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
 )
@@ -64,14 +65,15 @@ func TestReplicaConfirmation(t *testing.T) {
 	}
 
 	// Asking for more replicas than exist: the grant is never confirmed,
-	// so it is given back and reported as not acquired.
+	// so it is given back and reported as a fault.
 	greedy, err := New(c, WithKeyPrefix(b.cfg.prefix), WithReplicaConfirmation(2, 100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, greedy)
 	ng, err := greedy.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute})
-	if err != nil || ng.Acquired {
-		t.Fatalf("unconfirmed acquire = %+v, %v; want not acquired, no error", ng, err)
+	if !errors.Is(err, ErrNotConfirmed) || ng.Acquired {
+		t.Fatalf("unconfirmed acquire = %+v, %v; want ErrNotConfirmed", ng, err)
 	}
 	if n := c.Exists(ctx, b.LeaseKey("other")).Val(); n != 0 {
 		t.Fatal("an unconfirmed grant was left behind")
@@ -87,15 +89,38 @@ func TestReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	ng, err = b.Acquire(ctx, backend.AcquireRequest{Key: "third", Owner: "carol", Attempt: newAttempt(), TTL: time.Minute})
-	if err != nil || ng.Acquired {
-		t.Fatalf("acquire with the replica down = %+v, %v", ng, err)
+	if !errors.Is(err, ErrNotConfirmed) || ng.Acquired {
+		t.Fatalf("acquire with the replica down = %+v, %v; want ErrNotConfirmed", ng, err)
 	}
 	if n := c.Exists(ctx, b.LeaseKey("third")).Val(); n != 0 {
 		t.Fatal("an unconfirmed grant was left behind")
 	}
 	if _, err := b.Renew(ctx, g.renew(time.Minute)); !errors.Is(err, ErrNotConfirmed) {
 		t.Fatalf("renew with the replica down: %v", err)
+	}
+}
+
+// With replica confirmation on and the replica gone, a grant nobody
+// confirmed is given back and Acquire reports a backend fault wrapping
+// ErrNotConfirmed, with or without a wait: never ErrNotAcquired, which would
+// say that someone holds the name (it named no holder). The name is left
+// free, and the Manager can take it once a replica is back.
+func TestManagerUnconfirmedGrantIsAFault(t *testing.T) {
+	primary, replica := startReplicated(t)
+	c := redistest.NewClient(t, primary.Addr())
+	b := newTestBackend(t, c, WithReplicaConfirmation(1, 200*time.Millisecond))
+	m := newManager(t, b, "alice")
+	replica.Kill()
+	for _, opts := range [][]leasehold.AcquireOption{nil, {leasehold.WithWait(time.Minute)}} {
+		l, err := m.Acquire(ctxT(t), "job", opts...)
+		if errors.Is(err, leasehold.ErrNotAcquired) || !errors.Is(err, ErrNotConfirmed) {
+			t.Fatalf("Acquire (%d options) with the replica gone = %v, %v; want a fault wrapping ErrNotConfirmed, not ErrNotAcquired", len(opts), l, err)
+		}
+		if n := c.Exists(ctxT(t), b.LeaseKey("job")).Val(); n != 0 {
+			t.Fatal("an unconfirmed grant was left behind")
+		}
 	}
 }
 

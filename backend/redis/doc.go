@@ -68,8 +68,9 @@
 //
 // With WithReplicaConfirmation, a grant is confirmed with WAIT: when fewer
 // replicas than asked acknowledge it within the timeout, the grant is released
-// and reported as not acquired, because a failover to a replica that never saw
-// it would let another owner take the name while this one works. Renewals are
+// and Acquire fails with ErrNotConfirmed, because a failover to a replica that
+// never saw it would let another owner take the name while this one works. It
+// is a fault, not "not acquired": nobody holds the name. Renewals are
 // confirmed the same way and fail with ErrNotConfirmed when they cannot be.
 //
 // # Release notifications
@@ -132,9 +133,9 @@
 // granted while its previous holder may still hold it, and tokens never
 // repeat in any case. A failover is not a restart: a promoted replica has been
 // up as long as it ran, so WithRestartGrace does not hold names back on it.
-// After a fault on Cluster the backend asks the ClusterClient to reload its
-// slot map (go-redis follows MOVED but keeps a dead master until
-// ClusterStateReloadInterval otherwise).
+// After a fault on Cluster, of a call or of a watch, the backend asks the
+// ClusterClient to reload its slot map (go-redis follows MOVED but keeps a
+// dead master until ClusterStateReloadInterval otherwise).
 //
 // # Operator's view
 //
@@ -148,10 +149,18 @@
 //
 // # Client settings
 //
-// The client is the caller's and is not closed by Close. Set
-// ContextTimeoutEnabled in its options so that a call's context deadline bounds
-// its socket reads; otherwise a call to a stalled server waits for the client's
-// ReadTimeout.
+// The client is the caller's and is not closed by Close. Every call returns
+// when its context ends (cancelled or past its deadline), with the context's
+// error, whatever the client's options: go-redis lets only a deadline reach
+// the socket, so the backend waits for its round trips on goroutines of its
+// own and stops waiting when the context ends. The command already sent then
+// keeps its connection until the client gives up on the read, and go-redis
+// closes that connection; a later call on the same name waits for it first
+// (within its own context), so that the server never runs the two out of
+// order. Set ContextTimeoutEnabled, so that a deadline ends that read too, and
+// keep ReadTimeout finite: without either, a command lost in a partition holds
+// its connection (and a goroutine) until the operating system gives up on the
+// link.
 //
 // On Cluster, let the client give up on a dead master at once: MaxRetries -1,
 // MaxRedirects 1, and node clients with DialerRetries 1 (set through

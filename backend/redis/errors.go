@@ -5,9 +5,11 @@ import (
 	"fmt"
 )
 
-// ErrNotConfirmed is returned (wrapped) by Renew when replica confirmation is on
-// and fewer replicas than asked acknowledged the renewal in time. The renewal
-// may have taken effect on the primary; the engine must not count on it.
+// ErrNotConfirmed is returned (wrapped) by Acquire and Renew when replica
+// confirmation is on and fewer replicas than asked acknowledged the write in
+// time. A renewal may have taken effect on the primary, and the engine must
+// not count on it; a grant has been given back (unless the error says that
+// failed too).
 var ErrNotConfirmed = errors.New("redis: write not confirmed by enough replicas")
 
 // ErrNotificationsDisabled is returned by WatchReleases when release

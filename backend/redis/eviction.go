@@ -22,13 +22,22 @@ const policyCheckTimeout = 5 * time.Second
 // an ACL without +config) gives ErrEvictionPolicy, naming WithEvictionAllowed;
 // a fault on the way (no connection, ctx ending) is returned as such.
 func (b *Backend) checkEviction(ctx context.Context) error {
-	switch c := b.client.(type) {
-	case *goredis.ClusterClient:
-		return c.ForEachMaster(ctx, checkPolicy)
-	case *goredis.Client:
-		return checkPolicy(ctx, c)
+	var err error
+	if terr := b.roundTrip(ctx, nil, func(ctx context.Context) {
+		switch c := b.client.(type) {
+		case *goredis.ClusterClient:
+			if err = c.ForEachMaster(ctx, checkPolicy); err == nil {
+				b.slotMap.Store(true)
+			}
+		case *goredis.Client:
+			err = checkPolicy(ctx, c)
+		default:
+			err = policyOf(ctx, b.client, "the server")
+		}
+	}); terr != nil {
+		return fmt.Errorf("redis: checking maxmemory-policy: %w", terr)
 	}
-	return policyOf(ctx, b.client, "the server")
+	return err
 }
 
 func checkPolicy(ctx context.Context, c *goredis.Client) error {

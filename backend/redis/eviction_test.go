@@ -46,6 +46,7 @@ func TestNewRefusesEvictingPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("noeviction: %v", err)
 	}
+	closeAtEnd(t, b)
 	mustAcquire(t, b, "k", "alice", time.Minute)
 
 	// The check runs under the caller's context.
@@ -84,6 +85,7 @@ func TestNewRefusesWhenThePolicyCannotBeRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: New with WithEvictionAllowed: %v", name, err)
 		}
+		closeAtEnd(t, b)
 		mustAcquire(t, b, "k", "alice", time.Minute)
 	}
 }

@@ -113,6 +113,7 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, bb)
 	for _, s := range f.primaries {
 		waitGraceOver(t, s, failoverTTL)
 	}

@@ -54,6 +54,7 @@ func TestAmbiguousAcquireRetriedBySameAttemptIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, other)
 	ctx := ctxT(t)
 	// Warm up: the connection handshake and the script cache, so that the
 	// reply lost below is the acquire's own.
@@ -142,6 +143,7 @@ func TestSlowServerNeverRenewsAfterExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, fast)
 	const ttl = 150 * time.Millisecond
 	g := mustAcquire(t, slow, "k", "alice", ttl)
 

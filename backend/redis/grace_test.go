@@ -63,6 +63,7 @@ func TestRestartGraceSkipsInfoWhileLastSaveIsOld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, long)
 	if err := c.Save(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

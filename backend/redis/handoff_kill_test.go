@@ -133,6 +133,7 @@ func TestKilledWaiterChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	f, wrapped := backendtest.Wrap(b)
 	m, err := leasehold.New(wrapped, leasehold.WithOwner("doomed"), leasehold.WithPickupWindow(300*time.Millisecond))
 	if err != nil {

@@ -176,3 +176,9 @@ func isTimeout(err error) bool {
 }
 
 func itoa64(u uint64) string { return strconv.FormatUint(u, 10) }
+
+// closeAtEnd closes b when the test ends, for a backend made with New: its
+// idle I/O goroutines end with it.
+func closeAtEnd(t testing.TB, b *Backend) {
+	t.Cleanup(func() { _ = b.Close() })
+}

@@ -25,7 +25,15 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	if err := b.closed(); err != nil {
 		return backend.Holding{}, false, err
 	}
-	reply, err := inspectScript.Run(ctx, b.client, []string{b.LeaseKey(key)}).Result()
+	var (
+		reply any
+		err   error
+	)
+	if terr := b.roundTrip(ctx, []string{key}, func(ctx context.Context) {
+		reply, err = inspectScript.Run(ctx, b.client, []string{b.LeaseKey(key)}).Result()
+	}); terr != nil {
+		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, terr)
+	}
 	if err != nil {
 		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
 	}
@@ -57,8 +65,16 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	keys := append(b.keysOf(key), b.cfg.prefix+hashTag(key)+":revoked")
-	reply, err := revokeScript.Run(ctx, b.client, keys, strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg,
-		hex.EncodeToString(id[:]), revokeReceiptTTL.Milliseconds()).Result()
+	var (
+		reply any
+		err   error
+	)
+	if terr := b.roundTrip(ctx, []string{key}, func(ctx context.Context) {
+		reply, err = revokeScript.Run(ctx, b.client, keys, strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg,
+			hex.EncodeToString(id[:]), revokeReceiptTTL.Milliseconds()).Result()
+	}); terr != nil {
+		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, terr)
+	}
 	if err != nil {
 		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
 	}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
@@ -9,8 +10,9 @@ import (
 
 // Acquire implements backend.Backend: one acquire script, then, with replica
 // confirmation on, WAIT on the same connection. A grant that is not confirmed
-// is released and reported as not acquired (and so handed to the head of the
-// queue, if any; the caller's own entry went with the grant). A refused
+// is released (and so handed to the head of the queue, if any; the caller's
+// own entry went with the grant) and reported as a fault wrapping
+// ErrNotConfirmed. A refused
 // request with Wait set marks the holding, so that its release is announced
 // (WatchReleases); with a QueueRequest (and the queue on) it also queues the
 // attempt, and Grant.Queued says whether it has an entry.
@@ -21,6 +23,19 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
+	var (
+		g   backend.Grant
+		err error
+	)
+	if terr := b.roundTrip(ctx, []string{r.Key}, func(ctx context.Context) { g, err = b.acquire(ctx, r) }); terr != nil {
+		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, terr)
+	}
+	return g, err
+}
+
+// acquire is Acquire's round trips: the script, and the release of a grant
+// too few replicas acknowledged.
+func (b *Backend) acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	c := b.runOne(ctx, b.acquireCall(r))
 	g, err := b.acquireAnswer(ctx, r, &c)
 	if err != nil || !b.unconfirmedGrant(g, &c) {
@@ -43,8 +58,17 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	c := b.runOne(ctx, b.renewCall(r))
-	return b.renewAnswer(ctx, r, &c)
+	var (
+		g   backend.Grant
+		err error
+	)
+	if terr := b.roundTrip(ctx, []string{r.Key}, func(ctx context.Context) {
+		c := b.runOne(ctx, b.renewCall(r))
+		g, err = b.renewAnswer(ctx, r, &c)
+	}); terr != nil {
+		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, terr)
+	}
+	return g, err
 }
 
 // Release implements backend.Backend. It ends r.Attempt's holding (the one
@@ -60,8 +84,14 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := b.closed(); err != nil {
 		return err
 	}
-	c := b.runOne(ctx, b.releaseCall(r))
-	return b.releaseAnswer(ctx, r, &c)
+	var err error
+	if terr := b.roundTrip(ctx, []string{r.Key}, func(ctx context.Context) {
+		c := b.runOne(ctx, b.releaseCall(r))
+		err = b.releaseAnswer(ctx, r, &c)
+	}); terr != nil {
+		return fmt.Errorf("redis: release %q: %w", r.Key, terr)
+	}
+	return err
 }
 
 // logUnconfirmed says that a grant is given back for want of replicas.

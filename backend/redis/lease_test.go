@@ -14,6 +14,7 @@ func TestInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	if got := b.Info(); got.Name != "redis" || got.ProcessLocal {
 		t.Fatalf("Info() = %+v", got)
 	}

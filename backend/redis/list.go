@@ -32,7 +32,8 @@ var errStopList = errors.New("list stopped")
 // start with prefix (on every master of a Cluster), then each page's holdings
 // read with the inspect script in one pipeline. It never blocks the server for
 // long; like any SCAN it may miss a holding granted meanwhile or report one
-// that ended meanwhile. fn is never called concurrently.
+// that ended meanwhile. fn is never called concurrently, nor after List has
+// returned; it may be called on another goroutine than List's.
 func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
 	if err := b.closed(); err != nil {
 		return err
@@ -41,7 +42,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 	pattern := globEscaper.Replace(head+tagEscaper.Replace(prefix)) + "*}:lease"
 	var (
 		mu      sync.Mutex
-		stopped bool
+		stopped bool // fn asked to stop, or List has returned
 	)
 	deliver := func(hs []backend.Holding) error {
 		mu.Lock()
@@ -84,11 +85,21 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 		return nil
 	}
 	var err error
-	switch c := b.client.(type) {
-	case *goredis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error { return scan(ctx, node) })
-	default:
-		err = scan(ctx, b.client)
+	terr := b.roundTrip(ctx, nil, func(ctx context.Context) {
+		switch c := b.client.(type) {
+		case *goredis.ClusterClient:
+			err = c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error { return scan(ctx, node) })
+		default:
+			err = scan(ctx, b.client)
+		}
+	})
+	if terr != nil {
+		// The scan may go on a little, until its next page: it must not
+		// call fn once List has returned.
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		return fmt.Errorf("redis: list %q: %w", prefix, terr)
 	}
 	if err != nil && !errors.Is(err, errStopList) {
 		return fmt.Errorf("redis: list %q: %w", prefix, err)

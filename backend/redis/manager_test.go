@@ -84,6 +84,7 @@ func testManagerNoDoubleHoldAcrossRestart(t *testing.T, snapshot bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, bb)
 	waitGraceOver(t, s, ttl)
 	alice, bob := newManager(t, ba, "alice"), newManager(t, bb, "bob")
 
@@ -130,6 +131,7 @@ func TestManagerDeadLinkLosesBeforeAnotherIsGranted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, bb)
 	alice, bob := newManager(t, ba, "alice"), newManager(t, bb, "bob")
 	const ttl = 500 * time.Millisecond
 	la, err := alice.Acquire(ctxT(t), "job", leasehold.WithTTL(ttl))

@@ -69,8 +69,9 @@ func WithWaiterQueue(on bool) Option {
 
 // WithReplicaConfirmation makes every grant and renewal wait (Redis WAIT) until
 // at least replicas replicas acknowledged it, for at most timeout. An
-// unconfirmed grant is released and reported as not acquired; an unconfirmed
-// renewal returns an error wrapping ErrNotConfirmed. Default off (replicas 0).
+// unconfirmed grant is released, and Acquire returns an error wrapping
+// ErrNotConfirmed (a fault: nobody holds the name); so does an unconfirmed
+// renewal. Default off (replicas 0).
 // replicas must be >= 0 and timeout > 0 when replicas > 0; keep timeout below
 // the client's ReadTimeout. It needs a *goredis.Client (single node or
 // Sentinel failover) or a *goredis.ClusterClient, because WAIT must run on the

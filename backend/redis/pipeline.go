@@ -102,18 +102,33 @@ func (c *scriptCall) nameList() []string {
 	return []string{c.name}
 }
 
-// loadScripts loads every script calls use, once each. A ClusterClient loads
-// them on every master.
+// loadScripts loads every script calls use, once each, on the server that
+// runs them: through a ClusterClient, on the master of each call's slot alone
+// (the client's own SCRIPT LOAD goes to every master, and waits for one that
+// does not answer, holding back the calls on the live ones).
 func loadScripts(ctx context.Context, via goredis.Scripter, calls []*scriptCall) error {
-	var done []*goredis.Script
+	type load struct {
+		script *goredis.Script
+		on     goredis.Scripter
+	}
+	cc, cluster := via.(*goredis.ClusterClient)
+	var done []load
 	for _, c := range calls {
-		if slices.Contains(done, c.script) {
+		l := load{c.script, via}
+		if cluster {
+			node, err := cc.MasterForKey(ctx, c.keys[0])
+			if err != nil {
+				return fmt.Errorf("SCRIPT LOAD: %w", err)
+			}
+			l.on = node
+		}
+		if slices.Contains(done, l) {
 			continue
 		}
-		if err := c.script.Load(ctx, via).Err(); err != nil {
+		if err := c.script.Load(ctx, l.on).Err(); err != nil {
 			return fmt.Errorf("SCRIPT LOAD: %w", err)
 		}
-		done = append(done, c.script)
+		done = append(done, l)
 	}
 	return nil
 }

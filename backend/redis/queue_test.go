@@ -205,6 +205,7 @@ func TestHandOffNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, other)
 	addr := "mgr-" + newAttempt()
 	w := startHandOffWatch(t, b, addr)
 	w.awaitReady(t)
@@ -451,6 +452,7 @@ func TestWaiterQueueOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, off)
 	if off.Info().Queue || !on.Info().Queue {
 		t.Fatalf("Info: off %+v, on %+v", off.Info(), on.Info())
 	}

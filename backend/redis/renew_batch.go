@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -47,14 +46,19 @@ const maxRenewChunk = 500
 // are grouped by the master of their slot, and each group is pipelined to its
 // master (with a WAIT of its own when confirmation is on), the groups in
 // parallel: a dead master costs only its own renewals, and only the time its
-// client takes to give up on it.
+// client takes to give up on it; when ctx ends first, the masters that have
+// answered keep their results. The engine sends each master's renewals in
+// batches of their own (Shard), answered as each comes.
 func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	if err := b.closed(); err != nil {
 		return nil, err
 	}
 	results := make([]backend.RenewResult, len(rs))
 	keys := make([]string, len(rs)) // the lease keys of the requests sent
-	var sent []int                  // indexes in rs of the requests sent
+	var (
+		sent  []int    // indexes in rs of the requests sent
+		names []string // their names
+	)
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			results[i].Err = err
@@ -62,13 +66,30 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		}
 		keys[i] = b.LeaseKey(r.Key)
 		sent = append(sent, i)
+		names = append(names, r.Key)
 	}
 	if len(sent) == 0 {
 		return results, nil
 	}
+	rs = slices.Clone(rs) // read by the round trips, which may outlive the call
 	if cc, ok := b.client.(*goredis.ClusterClient); ok {
-		return b.renewPerMaster(ctx, cc, rs, keys, sent, results)
+		return b.renewPerMaster(ctx, cc, rs, keys, sent, names, results)
 	}
+	var (
+		out []backend.RenewResult
+		err error
+	)
+	if terr := b.roundTrip(ctx, names, func(ctx context.Context) { out, err = b.renewOne(ctx, rs, keys, sent, results) }); terr != nil {
+		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), terr)
+	}
+	return out, err
+}
+
+// renewOne is RenewBatch's round trip on one server (or Sentinel's primary)
+// for the requests of rs at sent, whose lease keys are in keys; it fills in
+// their results.
+func (b *Backend) renewOne(ctx context.Context, rs []backend.RenewRequest, keys []string, sent []int,
+	results []backend.RenewResult) ([]backend.RenewResult, error) {
 	var via pipeClient = b.client
 	if b.cfg.replicas > 0 {
 		node, err := b.primary(ctx, keys[sent[0]])
@@ -206,49 +227,102 @@ func (b *Backend) renewRound(ctx context.Context, via pipeClient, chunks []renew
 // master of their slot and each group is pipelined to that master, one
 // renew_many call per slot (several for a slot of more than maxRenewChunk),
 // with its own WAIT when confirmation is on (one WAIT speaks only for the
-// node and connection it runs on), the groups in parallel. A group whose
-// master cannot be reached leaves its renewals unconfirmed and the others
-// alone, and makes the client reload the slot map, so that the next batch
-// finds the replica that took over. (A ClusterClient's own pipeline waits for
-// every node, and retries a dead one for seconds, which would cost the live
-// masters' leases.)
+// node and connection it runs on), the groups in parallel, each a round trip
+// of its own: when ctx ends, the groups answered by then keep their results.
+// A group whose master cannot be reached leaves its renewals unconfirmed and
+// the others alone, and makes the client reload the slot map, so that the
+// next batch finds the replica that took over. (A ClusterClient's own
+// pipeline waits for every node, and retries a dead one for seconds, which
+// would cost the live masters' leases.)
 func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient, rs []backend.RenewRequest,
-	keys []string, sent []int, results []backend.RenewResult) ([]backend.RenewResult, error) {
-	groups := map[*goredis.Client][]int{}
-	var order []*goredis.Client
+	keys []string, sent []int, names []string, results []backend.RenewResult) ([]backend.RenewResult, error) {
+	var (
+		groups map[*goredis.Client][]int
+		order  []*goredis.Client
+		missed map[int]error // renewals whose master is unknown
+	)
+	// Finding the masters loads the slot map the first time.
+	if err := b.roundTrip(ctx, nil, func(ctx context.Context) { groups, order, missed = b.byMaster(ctx, cc, keys, sent) }); err != nil {
+		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
+	}
+	for i, err := range missed {
+		results[i].Err = fmt.Errorf("redis: renew %q: %w", rs[i].Key, err)
+	}
+	// The outcome of each group: written by its trip, read once it is done.
+	type outcome struct {
+		trip    *trip
+		names   []string
+		results []backend.RenewResult
+		err     error
+	}
+	outs := make([]outcome, len(order))
+	for g, node := range order {
+		for _, i := range groups[node] {
+			outs[g].names = append(outs[g].names, rs[i].Key)
+		}
+	}
+	if err := b.abandoned.wait(ctx, names); err != nil {
+		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
+	}
+	for g, node := range order {
+		o, idx := &outs[g], groups[node]
+		o.results = make([]backend.RenewResult, len(rs))
+		o.trip = b.startTrip(ctx, func(ctx context.Context) {
+			chunks := renewChunks(rs, keys, idx, true)
+			if o.err = b.renewRound(ctx, node, chunks); o.err != nil {
+				b.reloadAfter(ctx, o.err)
+				return
+			}
+			b.fillRenewals(ctx, o.results, rs, chunks)
+		})
+	}
+	faults := make([]error, len(order))
+	for g, node := range order {
+		o := &outs[g]
+		if err := b.awaitTrip(ctx, o.trip, o.names); err != nil {
+			faults[g] = err
+		} else {
+			faults[g] = o.err
+		}
+		for _, i := range groups[node] {
+			if faults[g] != nil {
+				results[i].Err = fmt.Errorf("redis: renew %q: %w", rs[i].Key, faults[g])
+			} else {
+				results[i] = o.results[i]
+			}
+		}
+	}
+	if len(order) > 0 && len(order) == countErrs(faults) {
+		if err := ended(ctx); err != nil {
+			return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
+		}
+		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), errors.Join(faults...))
+	}
+	return results, nil
+}
+
+// byMaster groups the renewals at sent by the master of their lease key, in
+// keys, in the client's slot map: the groups, their masters in order, and
+// the renewals whose master it could not tell.
+func (b *Backend) byMaster(ctx context.Context, cc *goredis.ClusterClient, keys []string, sent []int) (
+	groups map[*goredis.Client][]int, order []*goredis.Client, missed map[int]error) {
+	groups = map[*goredis.Client][]int{}
 	for _, i := range sent {
 		node, err := cc.MasterForKey(ctx, keys[i])
 		if err != nil {
-			results[i].Err = fmt.Errorf("redis: renew %q: %w", rs[i].Key, err)
+			if missed == nil {
+				missed = map[int]error{}
+			}
+			missed[i] = err
 			continue
 		}
+		b.slotMap.Store(true)
 		if _, ok := groups[node]; !ok {
 			order = append(order, node)
 		}
 		groups[node] = append(groups[node], i)
 	}
-	faults := make([]error, len(order))
-	var wg sync.WaitGroup
-	for g, node := range order {
-		wg.Go(func() {
-			idx := groups[node]
-			chunks := renewChunks(rs, keys, idx, true)
-			if err := b.renewRound(ctx, node, chunks); err != nil {
-				faults[g] = err
-				b.reloadAfter(ctx, err)
-				for _, i := range idx {
-					results[i].Err = fmt.Errorf("redis: renew %q: %w", rs[i].Key, err)
-				}
-				return
-			}
-			b.fillRenewals(ctx, results, rs, chunks)
-		})
-	}
-	wg.Wait()
-	if len(order) > 0 && len(order) == countErrs(faults) {
-		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), errors.Join(faults...))
-	}
-	return results, nil
+	return groups, order, missed
 }
 
 func countErrs(errs []error) int {

@@ -117,6 +117,7 @@ func TestRenewBatchWithReplicaConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	res, err = b.RenewBatch(ctxT(t), reqs)
 	if err != nil || !errors.Is(res[0].Err, ErrNotConfirmed) || !isNotHeld(res[1].Err) {
 		t.Fatalf("batch with the replica down: %v, %v", res, err)

@@ -138,6 +138,7 @@ func TestRestartFromOldSnapshotNeitherRepeatsTokensNorDoublesHolders(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, guarded)
 	ctx := ctxT(t)
 
 	alice := mustAcquire(t, plain, "k", "alice", time.Minute)
@@ -210,9 +211,10 @@ func TestFailoverToLaggingReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, confirmed)
 	ng, err := confirmed.Acquire(ctx, backend.AcquireRequest{Key: "other", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute})
-	if err != nil || ng.Acquired {
-		t.Fatalf("grant no replica acknowledged = %+v, %v; want not acquired", ng, err)
+	if !errors.Is(err, ErrNotConfirmed) || ng.Acquired {
+		t.Fatalf("grant no replica acknowledged = %+v, %v; want ErrNotConfirmed", ng, err)
 	}
 
 	// Failover: clients move to the promoted replica.
@@ -220,6 +222,7 @@ func TestFailoverToLaggingReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, br)
 	if n := rc.Get(ctx, br.TokenKey("k")).Val(); n != itoa64(alice.Token) {
 		t.Fatalf("promoted replica's counter %s, want alice's %d", n, alice.Token)
 	}
@@ -242,6 +245,7 @@ func TestRestartGraceHoldsBackFreeNamesOnAYoungServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, guarded)
 	ctx := ctxT(t)
 
 	used := mustAcquire(t, plain, "used", "alice", time.Minute)
@@ -286,6 +290,7 @@ func TestRestartGraceHoldsBackFreeNamesOnAYoungServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, short)
 	waitGraceOver(t, s, time.Second)
 	if g := mustAcquire(t, short, "used", "erin", time.Minute); g.Token <= used.Token {
 		t.Fatalf("token after the grace %d <= %d", g.Token, used.Token)

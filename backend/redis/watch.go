@@ -80,6 +80,11 @@ func (b *Backend) watch(ctx context.Context, what, channel string, fn func(strin
 		if subscribed {
 			retry = watchRetryMin
 		}
+		// On Cluster the subscription goes to the master of the channel's
+		// slot as the client's slot map says: a dead one stays there until
+		// the map is reloaded, which go-redis does on its own only every
+		// minute.
+		b.reloadAfter(ctx, err)
 		b.cfg.logger.WarnContext(ctx, "redis: "+what+" watch interrupted, resubscribing",
 			"error", err, "retry_in", retry)
 		t := time.NewTimer(retry)
@@ -96,8 +101,16 @@ func (b *Backend) watch(ctx context.Context, what, channel string, fn func(strin
 // watchOnce subscribes and forwards messages until the connection fails or
 // ctx ends. It reports whether the subscription was confirmed, so that a
 // watch that worked for a while starts its backoff afresh.
-func (b *Backend) watchOnce(ctx context.Context, channel string, fn func(string), ready func()) (subscribed bool, err error) {
+func (b *Backend) watchOnce(ctx context.Context, channel string, fn func(string), ready func()) (subscribed bool, _ error) {
 	ps := b.client.Subscribe(ctx)
+	// Subscribing dials and holds the subscription's lock, which Close needs,
+	// until the server answers: when ctx ends first the watch returns, and
+	// the subscription is closed once the dial gives up.
+	var err error
+	if terr := b.roundTrip(ctx, nil, func(ctx context.Context) { err = ps.Subscribe(ctx, channel) }); terr != nil {
+		go func() { _ = ps.Close() }()
+		return false, terr
+	}
 	// A blocked read ignores ctx: closing the subscription is what ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
 	defer func() {
@@ -105,7 +118,7 @@ func (b *Backend) watchOnce(ctx context.Context, channel string, fn func(string)
 			_ = ps.Close()
 		}
 	}()
-	if err := ps.Subscribe(ctx, channel); err != nil {
+	if err != nil {
 		return false, err
 	}
 	pinged := false

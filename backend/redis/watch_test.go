@@ -133,6 +133,7 @@ func TestWatchReportsReleasesFromOtherBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, other)
 	stranger := newTestBackend(t, c) // another prefix: another namespace
 	w := startWatch(t, b)
 	w.awaitSubscribed(t)
@@ -192,6 +193,7 @@ func TestNotificationsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, listener)
 	w := startWatch(t, listener)
 	w.awaitSubscribed(t)
 	// Somebody waits, yet nothing is announced.
@@ -213,6 +215,7 @@ func TestWatchResubscribesAfterFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, publisher)
 	w := startWatch(t, b)
 	w.awaitSubscribed(t)
 
@@ -232,4 +235,38 @@ func TestWatchResubscribesAfterFaults(t *testing.T) {
 
 	restart(t, s, direct) // also drops the publisher's dead pooled connection
 	w.awaitDelivery(t, release, "after restart")
+}
+
+// On Cluster, when the master the watch subscribed on dies, the watch moves
+// to the replica that took its slots over within seconds of the failover,
+// because it makes the client reload its slot map after each failure. It
+// used to redial the dead node until go-redis's own reload (a minute), and
+// every release announced meanwhile was lost. Nothing else goes through the
+// client until the watch is back, so no other call's reload can help it.
+func TestClusterWatchFollowsFailover(t *testing.T) {
+	c := startTestCluster(t)
+	cc := newClusterClient(t, c)
+	b := newTestBackend(t, cc)
+	w := startWatch(t, b)
+	w.awaitSubscribed(t)
+
+	ctx := ctxT(t)
+	victim := c.Node(masterAddr(ctx, t, cc, b.Channel()))
+	if victim == nil {
+		t.Fatal("the watch's master is not a node of the cluster")
+	}
+	victim.Kill()
+	c.WaitServed(ctx)
+	// Well within the minute of go-redis's reload: the failover is over,
+	// and the watch retries at least every watchRetryMax.
+	const within = 15 * time.Second
+	select {
+	case <-w.subscribed:
+	case <-time.After(within):
+		t.Fatalf("the watch did not resubscribe within %v of the failover", within)
+	}
+	if got := masterAddr(ctx, t, cc, b.Channel()); got == victim.Addr() {
+		t.Fatalf("the client still sends the channel to the dead master %s", got)
+	}
+	w.awaitDelivery(t, func(k string) { releaseWaited(t, b, k) }, "after failover")
 }

@@ -19,6 +19,7 @@ import (
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/backendtest"
 )
 
 // fakeTDS is just enough of a SQL Server for go-mssqldb to log in (TDS
@@ -409,5 +410,41 @@ func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 				t.Errorf("grant = %+v\nwant    %+v", g, c.want)
 			}
 		})
+	}
+}
+
+// The conformance suites' black-holed link, on the fake server: the proxy
+// carries the driver's connections (the first batch reaches the server),
+// and once it is black-holed an Acquire ends with its context, with its
+// error, and nothing more reaches the server.
+//
+// It fails today, so it is skipped: go-mssqldb's login ignores its context
+// (a new connection on a black-holed link waits for the DSN's "connection
+// timeout", by default for ever), and a cancelled query waits for the
+// server to confirm the cancellation (seconds). The SQL Server backend does
+// not end its calls with their context yet; the README says so.
+func TestBlackholedLinkEndsCallsWithTheirContext(t *testing.T) {
+	t.Skip("known: go-mssqldb's login ignores its context, and a cancelled query waits for the server's confirmation")
+	f := newFakeTDS(t, func(c net.Conn) { c.Close() })
+	db, blackhole := proxiedDB(t, "sqlserver://sa:x@"+f.ln.Addr().String()+"?encrypt=disable&dial+timeout=10")
+	b, err := New(db, WithRetry(1, time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(ctx context.Context) error {
+		_, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := acquire(ctx); err == nil || f.batches.Load() != 1 {
+		t.Fatalf("through the proxy: %v with %d batches at the server; want the dropped connection's error after one", err, f.batches.Load())
+	}
+	blackhole()
+	for _, cancelled := range []bool{true, false} {
+		backendtest.EndsWithContext(t, cancelled, acquire)
+	}
+	if n := f.batches.Load(); n != 1 {
+		t.Errorf("%d batches reached the server through the black hole", n-1)
 	}
 }

@@ -3,15 +3,19 @@
 // black-hole the link, or lose the replies of requests the server did act on.
 //
 // It is github.com/Shopify/toxiproxy/v2 used as a library: a toxiproxy proxy
-// with its own latency and timeout toxics. Three faults toxiproxy has no toxic
-// for are toxics of this package, plugged into the same proxy:
+// with its own latency toxic. The faults toxiproxy has no toxic for, or none
+// that can be removed safely, are toxics of this package, plugged into the
+// same proxy:
 //
 //   - losing only a reply, and counting the replies lost (DropReplies);
 //   - cutting the connections open now while new ones go on working
 //     (CutAll: toxiproxy cuts connections only by disabling the proxy, which
 //     refuses new connections for a moment, and the tests' clients do not
 //     retry a refused dial);
-//   - stalling the connections open now while new ones work (StallExisting).
+//   - stalling the connections open now while new ones work (StallExisting);
+//   - black-holing every connection (Blackhole): toxiproxy's timeout toxic
+//     does that, but once removed it leaves the toxic before it blocked for
+//     ever on the next chunk a client writes (a goroutine leak).
 //
 // It is shared by the Redis backend's tests and the bench's chaos runs
 // (hence internal at the root of the repository).

@@ -153,10 +153,9 @@ func (p *Proxy) RepliesDropped() int {
 
 // Blackhole makes the proxy read and discard everything in both directions,
 // on every connection, new ones included, while keeping them open: a link
-// that silently stopped working (toxiproxy's timeout toxic). Blackhole(false)
-// lets new connections work again and ends the ones that carried the hole
-// (the timeout toxic closes them when it is removed: bytes were lost on
-// them, so they are out of step anyway).
+// that silently stopped working. Blackhole(false) lets new connections work
+// again and ends the ones that carried the hole (bytes were lost on them, so
+// they are out of step anyway).
 func (p *Proxy) Blackhole(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -167,7 +166,7 @@ func (p *Proxy) Blackhole(on bool) {
 	for _, stream := range []string{"upstream", "downstream"} {
 		name := "blackhole-" + stream
 		if on {
-			p.mustAdd(`{"name":%q,"type":"timeout","stream":%q,"attributes":{"timeout":0}}`, name, stream)
+			p.mustAdd(`{"name":%q,"type":%q,"stream":%q}`, name, toxicBlackhole, stream)
 		} else {
 			p.remove(name)
 		}

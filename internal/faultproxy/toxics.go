@@ -12,12 +12,14 @@ const (
 	toxicDropReply = "faultproxy_drop_reply"
 	toxicCut       = "faultproxy_cut"
 	toxicStall     = "faultproxy_stall"
+	toxicBlackhole = "faultproxy_blackhole"
 )
 
 func init() {
 	toxics.Register(toxicDropReply, new(dropReplyToxic))
 	toxics.Register(toxicCut, new(cutToxic))
 	toxics.Register(toxicStall, new(stallToxic))
+	toxics.Register(toxicBlackhole, new(blackholeToxic))
 }
 
 // toxiproxy makes each toxic's instance itself (from the registered type, when
@@ -116,6 +118,33 @@ func (t *stallToxic) Pipe(stub *toxics.ToxicStub) {
 			}
 		}
 	}
+}
+
+// blackholeToxic swallows whatever its links carry and keeps them open.
+// Removed, it closes them (bytes were lost: they are out of step) and goes
+// on swallowing what the toxic before it still sends until that one ends:
+// toxiproxy's own timeout toxic, removed, leaves the toxic before it blocked
+// for ever on the next chunk a client writes at that moment.
+type blackholeToxic struct{}
+
+func (t *blackholeToxic) Pipe(stub *toxics.ToxicStub) {
+	for {
+		select {
+		case <-stub.Interrupt:
+			return
+		case c := <-stub.Input:
+			if c == nil {
+				stub.Close()
+				return
+			}
+		}
+	}
+}
+
+// Cleanup is called when the toxic is removed (toxics.CleanupToxic).
+func (t *blackholeToxic) Cleanup(stub *toxics.ToxicStub) {
+	stub.Close()
+	go drain(stub)
 }
 
 // passThrough forwards every chunk, as toxiproxy's own noop toxic does.
