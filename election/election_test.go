@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/leasehold/leasehold/internal/localstore"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
-	"github.com/leasehold/leasehold/backend/postgres"
-	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/election"
-	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -174,71 +170,11 @@ func TestElectionOnMemory(t *testing.T) {
 }
 
 func TestElectionOnRedis(t *testing.T) {
-	testElection(t, redisBackend(t), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
+	testElection(t, localstore.Redis(t), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
 }
 
 func TestElectionOnPostgres(t *testing.T) {
-	testElection(t, postgresBackend(t), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
-}
-
-// redisBackend is a backend on the local Redis (LEASEHOLD_REDIS_ADDR),
-// closed when the test ends.
-func redisBackend(t *testing.T) backend.Backend {
-	addr := os.Getenv("LEASEHOLD_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("LEASEHOLD_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("no Redis at %s: %v", addr, err)
-		}
-		t.Skipf("no Redis at %s: %v", addr, err)
-	}
-	b, err := redis.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
-
-// postgresBackend is a backend on the local PostgreSQL
-// (LEASEHOLD_POSTGRES_DSN), closed when the test ends.
-func postgresBackend(t *testing.T) backend.Backend {
-	dsn := os.Getenv("LEASEHOLD_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		if pool != nil {
-			pool.Close()
-		}
-		if os.Getenv("LEASEHOLD_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("no PostgreSQL (LEASEHOLD_POSTGRES_DSN): %v", err)
-		}
-		t.Skipf("no PostgreSQL (LEASEHOLD_POSTGRES_DSN): %v", err)
-	}
-	t.Cleanup(pool.Close)
-	const schema, table = "election_test", "leases"
-	if err := postgres.EnsureSchema(ctx, pool, schema, table); err != nil {
-		t.Fatal(err)
-	}
-	b, err := postgres.New(pool, postgres.WithTable(schema, table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	testElection(t, localstore.Postgres(t, "election_test"), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
 }
 
 func TestRunRejectsBadInput(t *testing.T) {

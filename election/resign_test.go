@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/localstore"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,11 +120,11 @@ func TestResignWaitsForTheCallbackOnMemory(t *testing.T) {
 }
 
 func TestResignWaitsForTheCallbackOnRedis(t *testing.T) {
-	testResignWaitsForTheCallback(t, redisBackend(t), fmt.Sprintf("resign-test-%d", time.Now().UnixNano()))
+	testResignWaitsForTheCallback(t, localstore.Redis(t), fmt.Sprintf("resign-test-%d", time.Now().UnixNano()))
 }
 
 func TestResignWaitsForTheCallbackOnPostgres(t *testing.T) {
-	testResignWaitsForTheCallback(t, postgresBackend(t), fmt.Sprintf("resign-test-%d", time.Now().UnixNano()))
+	testResignWaitsForTheCallback(t, localstore.Postgres(t, "election_test"), fmt.Sprintf("resign-test-%d", time.Now().UnixNano()))
 }
 
 // A callback that outlives the grace is not cut short by a release: its

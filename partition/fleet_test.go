@@ -3,6 +3,7 @@ package partition_test
 import (
 	"context"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/localstore"
 	"sync"
 	"testing"
 	"time"
@@ -289,9 +290,9 @@ func TestFleetOnMemory(t *testing.T) {
 }
 
 func TestFleetOnRedis(t *testing.T) {
-	testFleet(t, redisBackend(t), uniqueGroup("fleet"), 2*time.Second, 200*time.Millisecond)
+	testFleet(t, localstore.Redis(t), uniqueGroup("fleet"), 2*time.Second, 200*time.Millisecond)
 }
 
 func TestFleetOnPostgres(t *testing.T) {
-	testFleet(t, postgresBackend(t), uniqueGroup("fleet"), 2*time.Second, 200*time.Millisecond)
+	testFleet(t, localstore.Postgres(t, "partition_test"), uniqueGroup("fleet"), 2*time.Second, 200*time.Millisecond)
 }

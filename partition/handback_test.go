@@ -3,6 +3,7 @@ package partition_test
 import (
 	"context"
 	"errors"
+	"github.com/leasehold/leasehold/internal/localstore"
 	"sync"
 	"testing"
 	"time"
@@ -63,9 +64,11 @@ func testLeave(t *testing.T, b backend.Backend, group string) {
 
 func TestLeaveOnMemory(t *testing.T) { testLeave(t, memory.New(), "leave") }
 
-func TestLeaveOnRedis(t *testing.T) { testLeave(t, redisBackend(t), uniqueGroup("leave")) }
+func TestLeaveOnRedis(t *testing.T) { testLeave(t, localstore.Redis(t), uniqueGroup("leave")) }
 
-func TestLeaveOnPostgres(t *testing.T) { testLeave(t, postgresBackend(t), uniqueGroup("leave")) }
+func TestLeaveOnPostgres(t *testing.T) {
+	testLeave(t, localstore.Postgres(t, "partition_test"), uniqueGroup("leave"))
+}
 
 // Handing an item back waits for its callback to return (here 150 ms after
 // its ctx ended) before releasing the lease: the next owner's callback never

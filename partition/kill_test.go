@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/localstore"
 	"io"
 	"os"
 	"os/exec"
@@ -39,14 +40,14 @@ func TestKilledMemberProcessIsTakenOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	b := redisBackend(t)
+	b := localstore.Redis(t)
 	group := uniqueGroup("kill")
 	f := newFleet(t, b, group, 100, killOptions()...)
 	f.join(0)
 	f.join(1)
 
 	child := exec.Command(os.Args[0], "-test.run=^TestKilledMemberChild$", "-test.v")
-	child.Env = append(os.Environ(), killChildAddr+"="+redisAddr(), killChildGroup+"="+group)
+	child.Env = append(os.Environ(), killChildAddr+"="+localstore.RedisAddr(), killChildGroup+"="+group)
 	stdin, err := child.StdinPipe() // the child leaves when it closes: this process died
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,84 @@
+// Package localstore gives tests a backend on the machine's own Redis or
+// PostgreSQL (LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN, or their default
+// addresses), closed when the test ends. Without the service a test skips,
+// or fails when LEASEHOLD_REQUIRE_SERVICES is 1 (as under make test).
+package localstore
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/postgres"
+	"github.com/leasehold/leasehold/backend/redis"
+)
+
+// RedisAddr is the local Redis's address.
+func RedisAddr() string {
+	if addr := os.Getenv("LEASEHOLD_REDIS_ADDR"); addr != "" {
+		return addr
+	}
+	return "127.0.0.1:6379"
+}
+
+// Redis is a backend on the local Redis.
+func Redis(t testing.TB) backend.Backend {
+	t.Helper()
+	addr := RedisAddr()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		missing(t, "no Redis at "+addr, err)
+	}
+	b, err := redis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// Postgres is a backend on the local PostgreSQL, on table leases of schema.
+func Postgres(t testing.TB, schema string) backend.Backend {
+	t.Helper()
+	dsn := os.Getenv("LEASEHOLD_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err == nil {
+		if err = pool.Ping(ctx); err != nil {
+			pool.Close()
+		}
+	}
+	if err != nil {
+		missing(t, "no PostgreSQL (LEASEHOLD_POSTGRES_DSN)", err)
+	}
+	t.Cleanup(pool.Close)
+	if err := postgres.EnsureSchema(ctx, pool, schema, "leases"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := postgres.New(pool, postgres.WithTable(schema, "leases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func missing(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("LEASEHOLD_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Skipf("%s: %v", what, err)
+}
