@@ -234,6 +234,7 @@ func TestDroppedConnectionsAreRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { b.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			_, err = b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
@@ -265,6 +266,7 @@ func TestDelayedDurabilityErrorFromTheDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
@@ -400,6 +402,7 @@ func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { b.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "me", Attempt: "a", TTL: time.Minute})
@@ -417,20 +420,14 @@ func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 // carries the driver's connections (the first batch reaches the server),
 // and once it is black-holed an Acquire ends with its context, with its
 // error, and nothing more reaches the server.
-//
-// It fails today, so it is skipped: go-mssqldb's login ignores its context
-// (a new connection on a black-holed link waits for the DSN's "connection
-// timeout", by default for ever), and a cancelled query waits for the
-// server to confirm the cancellation (seconds). The SQL Server backend does
-// not end its calls with their context yet; the README says so.
 func TestBlackholedLinkEndsCallsWithTheirContext(t *testing.T) {
-	t.Skip("known: go-mssqldb's login ignores its context, and a cancelled query waits for the server's confirmation")
 	f := newFakeTDS(t, func(c net.Conn) { c.Close() })
 	db, blackhole := proxiedDB(t, "sqlserver://sa:x@"+f.ln.Addr().String()+"?encrypt=disable&dial+timeout=10")
 	b, err := New(db, WithRetry(1, time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	acquire := func(ctx context.Context) error {
 		_, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
 		return err
