@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/actors"
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/lease"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -118,9 +118,8 @@ func (c *managerConfig) fail(err error) {
 	}
 }
 
-// WaitForever (-1), given to WithWait, waits until the context ends. It is the
-// protocol's own value (messages.WaitForever), handed to the lease actor as is.
-const WaitForever = messages.WaitForever
+// WaitForever (-1), given to WithWait, waits until the context ends.
+const WaitForever = lease.WaitForever
 
 // MaxTTL (365 days) is the longest TTL a lease may have: the limit every backend
 // accepts (backend.MaxTTL).

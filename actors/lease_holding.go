@@ -227,7 +227,7 @@ func (a *leaseActor) armHold() {
 
 // lose ends the current holding as lost, tells the subscribers, and releases
 // the key in case the backend still has it (only this holding matches).
-func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
+func (a *leaseActor) lose(ctx actor.Context, reason lease.Reason, cause error) error {
 	c := a.cur
 	err := fmt.Errorf("%w: lease %q (token %d): %w", messages.ErrLost, c.h.Name, c.h.Token, cause)
 	a.end(err, true)

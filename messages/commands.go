@@ -7,8 +7,9 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
-// WaitForever as Acquire.Wait waits until the caller's context ends.
-const WaitForever time.Duration = -1
+// WaitForever as Acquire.Wait waits until the caller's context ends (the
+// value package leasehold exports for WithWait).
+const WaitForever = lease.WaitForever
 
 // Acquire asks for the lease on Key. It is a waiter: it joins the lease actor's
 // FIFO queue and is answered exactly once on Reply, unless the caller abandons
