@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
@@ -16,14 +15,14 @@ import (
 // releases (lease_release.go, unconfirmed.go) and its part in Close
 // (lease_shutdown.go). It never blocks: backend calls go to the backend actor
 // (or, for an Immediate backend, are made right here), and it waits only by
-// timers that send it ticks.
+// timers that send it ticks, on the engine's clock (Config.Clock).
 type leaseActor struct {
 	e      *Engine
 	cfg    *Config
 	entry  *entry // its entry in the router
 	key    string
 	self   *actor.PID
-	timers *scheduler.TimerScheduler
+	sender actor.SenderContext // sends its timers' ticks (the root context)
 
 	now     time.Time // when the message being handled arrived
 	state   leaseState
@@ -81,7 +80,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.e.leases.Done()
 		return
 	}
-	a.now = time.Now()
+	a.now = a.cfg.clock().Now()
 	a.handle(ctx, ctx.Message())
 	for {
 		for i := 0; i < len(a.inbox); i++ {
@@ -107,7 +106,7 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
-		a.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+		a.sender = ctx.ActorSystem().Root
 	case *messages.Acquire:
 		a.handled++
 		a.onAcquire(m)

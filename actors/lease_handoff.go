@@ -103,7 +103,7 @@ func (a *leaseActor) leave(w *waiter) *waiter {
 	}
 	w.queued = false
 	ttl := entryTTL(a.cfg.pickup(w.m.TTL)) // past it, entry and hand-off are gone anyway
-	a.unconfirmed = append(a.unconfirmed, &pendingRelease{attempt: w.attempt, ttl: ttl, until: time.Now().Add(ttl)})
+	a.unconfirmed = append(a.unconfirmed, &pendingRelease{attempt: w.attempt, ttl: ttl, until: a.cfg.clock().Now().Add(ttl)})
 	a.unconfDue = true
 	return w
 }

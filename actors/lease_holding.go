@@ -184,11 +184,12 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		sendAll(replies, err)
 		return
 	default:
+		now := a.cfg.clock().Now()
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
-			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
+			"key", a.key, "token", c.h.Token, "left", c.deadline.Sub(now), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
 		if (c.auto || c.pickup) && len(c.queued) == 0 {
-			a.scheduleRenewal(time.Now().Add(renewRetryDelay(time.Until(c.deadline))), 0)
+			a.scheduleRenewal(now.Add(renewRetryDelay(c.deadline.Sub(now))), 0)
 		}
 	}
 	if q := c.queued; len(q) > 0 {
@@ -239,7 +240,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
 	a.cfg.Metrics.lost(reason)
 	ctx.Send(a.e.hub, &messages.Publish{Event: lease.Lost{
-		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
+		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: a.cfg.clock().Now(), Err: err,
 	}})
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
@@ -17,8 +16,8 @@ type waiter struct {
 	m        *messages.Acquire
 	attempt  string    // its acquire attempt's identity, made when it first asks the backend
 	deadline time.Time // zero: no deadline of its own
-	timer    scheduler.CancelFunc
-	attempts int // refusals so far, for poll backoff
+	timer    func()    // stops its wait timeout
+	attempts int       // refusals so far, for poll backoff
 
 	// On a Queue store (lease_handoff.go):
 	polls    uint64    // acquires sent for its attempt (QueueRequest.Poll of the last)
@@ -69,8 +68,8 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 	}
 	w := &waiter{m: m}
 	if m.Wait > 0 {
-		w.deadline = time.Now().Add(m.Wait)
-		w.timer = a.timers.SendOnce(m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
+		w.deadline = a.cfg.clock().Now().Add(m.Wait)
+		w.timer = sendAfter(a.cfg.clock(), a.sender, m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
 	}
 	a.waiters = append(a.waiters, w)
 }
@@ -137,7 +136,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			return
 		}
-		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
+		if m.Wait == 0 || (!w.deadline.IsZero() && !a.cfg.clock().Now().Before(w.deadline)) {
 			a.leave(a.removeAt(0)).m.Reply <- a.busy.reply()
 			return
 		}
@@ -151,7 +150,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			pickup = a.cfg.pickup(m.TTL)
 		}
 		delay := pollDelay(w.attempts, a.cfg.notifications.Load(), pickup, a.cfg.handOffs.Load(), r.Grant.HolderExpiresIn)
-		a.retryT.arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.retryT.armOn(a.cfg.clock(), a.sender, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:

@@ -46,7 +46,7 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 		// so the holding ends at most a TTL from now.
 		p = new(pendingRelease)
 		*p = rel.p
-		p.until = time.Now().Add(p.ttl)
+		p.until = a.cfg.clock().Now().Add(p.ttl)
 		a.unconfirmed = append(a.unconfirmed, p)
 	} else if i < 0 {
 		return // forgotten meanwhile (its TTL has passed)
@@ -61,7 +61,7 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 // (state idle or polling), and reports whether it did. Releases whose TTL has
 // passed are forgotten, and so, once Close has begun, are those sent before.
 func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
-	now := time.Now()
+	now := a.cfg.clock().Now()
 	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
 		// Close sends no retries: what failed once is left to the store's
 		// TTL. A release never sent yet (a waiter leaving the store's
@@ -87,8 +87,8 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 // armReleaseRetry schedules the next try of p: backing off, and never later
 // than its TTL's end (when it is forgotten, and the actor may go idle).
 func (a *leaseActor) armReleaseRetry(p *pendingRelease) {
-	d := min(releaseRetryDelay(p.tries), max(time.Until(p.until), 0))
-	a.unconfT.arm(a.timers, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
+	d := min(releaseRetryDelay(p.tries), max(p.until.Sub(a.cfg.clock().Now()), 0))
+	a.unconfT.armOn(a.cfg.clock(), a.sender, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
 }
 
 func (a *leaseActor) unconfirmedIndex(p *pendingRelease) int {
