@@ -26,7 +26,6 @@ type leaseActor struct {
 
 	now     time.Time // when the message being handled arrived
 	state   leaseState
-	closing bool   // Shutdown has come; see leaseState
 	handled uint64 // commands received through the router
 	idleAt  uint64 // handled when it last reported itself idle
 	seq     uint64 // of the last backend call sent
@@ -166,7 +165,7 @@ func (a *leaseActor) onResult(ctx actor.Context, r *messages.BackendResult) {
 // reports idleness or the end of a shutdown.
 func (a *leaseActor) settle(ctx actor.Context) {
 	a.settleObservers()
-	if a.state != idle && a.state != polling {
+	if a.state != idle && a.state != polling && a.state != closing {
 		return
 	}
 	if a.retryUnconfirmed(ctx) || a.state == polling {
@@ -174,10 +173,10 @@ func (a *leaseActor) settle(ctx actor.Context) {
 	}
 	a.startNext(ctx)
 	switch {
-	case a.state != idle:
-	case a.closing:
+	case a.state == closing:
 		a.state = closed
 		ctx.Send(a.e.registry, &messages.ShutdownDone{PID: a.self})
+	case a.state != idle:
 	case len(a.waiters) == 0 && len(a.unconfirmed) == 0 && a.idleAt != a.handled:
 		// Nothing held, nobody waiting: the router's sweep may retire
 		// this actor once no command has come for a whole sweep period.

@@ -58,7 +58,7 @@ func (a *leaseActor) onHandOff(ctx actor.Context, h backend.HandOff) {
 		// The store handed the key on after it handled the poll of number
 		// h.Poll, so after that poll was sent: the hand-off lasts at least
 		// until then plus the pickup window.
-		if deadline := localDeadline(w.pollSent, pickup); w.queued && deadline.Sub(a.now) > pickup/4 && !a.closing {
+		if deadline := localDeadline(w.pollSent, pickup); w.queued && deadline.Sub(a.now) > pickup/4 {
 			a.takeHandOff(ctx, w, h, deadline, pickup)
 			return
 		}

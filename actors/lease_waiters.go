@@ -48,7 +48,7 @@ func (b busyInfo) reply() messages.AcquireReply {
 }
 
 func (a *leaseActor) onAcquire(m *messages.Acquire) {
-	if a.closing {
+	if a.state.shutDown() {
 		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 		return
 	}
@@ -74,11 +74,12 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 	a.waiters = append(a.waiters, w)
 }
 
-// startNext sends an acquire for the first waiter still waiting (state idle).
+// startNext sends an acquire for the first waiter still waiting (state idle);
+// in state closing it answers them ErrClosed.
 func (a *leaseActor) startNext(ctx actor.Context) {
 	for len(a.waiters) > 0 {
 		w := a.waiters[0]
-		if a.closing {
+		if a.state == closing {
 			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			continue
 		}
@@ -103,17 +104,25 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 }
 
 func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResult) {
-	if a.state != acquiring || r.Seq != a.acq.seq {
+	if r.Seq != a.acq.seq {
 		return
 	}
-	a.state = idle
+	switch a.state {
+	case acquiring:
+		a.state = idle
+	case closingAcquiring:
+		a.state = closing
+	default:
+		return
+	}
+	shut := a.state == closing // Shutdown came while it was in flight
 	w := a.waiters[0]
 	m := w.m
 	switch {
 	case r.Err != nil:
 		a.removeAt(0)
 		err := acquireError(m, r.Err)
-		if a.closing || a.cfg.Closing.Load() {
+		if shut || a.cfg.Closing.Load() {
 			// Closing: the call was cancelled by Close (whose Shutdown may
 			// still be on its way to this actor), or failed meanwhile.
 			err = messages.ErrClosed
@@ -132,7 +141,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
 		w.queued, w.pollSent = r.Grant.Queued, a.acq.sent
 		a.answerObservers(a.busy.reply())
-		if a.closing { // Shutdown came while it was in flight: no poll
+		if shut { // no poll
 			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			return
 		}
@@ -158,13 +167,13 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		tok := r.Grant.Token
 		fenced := tok <= a.maxToken
 		a.maxToken = max(a.maxToken, tok)
-		if a.closing {
+		if shut {
 			a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 		} else {
 			a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: r.Grant.ExpiresAt})
 		}
 		switch {
-		case a.closing:
+		case shut:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
 		case fenced:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
@@ -192,7 +201,7 @@ func (a *leaseActor) heldHere() messages.AcquireReply {
 // the key once no attempt in flight will tell them; when nobody is ahead of
 // them any more, the first makes its own attempt.
 func (a *leaseActor) settleObservers() {
-	if len(a.observers) == 0 || a.state == acquiring || a.closing {
+	if len(a.observers) == 0 || a.state == acquiring || a.state.shutDown() {
 		return
 	}
 	switch {
@@ -229,7 +238,7 @@ func acquireError(m *messages.Acquire, err error) error {
 
 func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 	i := a.indexOf(m.Ticket)
-	if i < 0 || (i == 0 && a.state == acquiring) {
+	if i < 0 || (i == 0 && a.state.acquireSent()) {
 		return // gone, or its attempt in flight decides
 	}
 	w := a.leave(a.removeAt(i))
@@ -243,7 +252,7 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 // dropWaiter removes a waiter whose caller gave up.
 func (a *leaseActor) dropWaiter(t *lease.Ticket, err error) {
 	i := a.indexOf(t)
-	if i < 0 || (i == 0 && a.state == acquiring) {
+	if i < 0 || (i == 0 && a.state.acquireSent()) {
 		return // its attempt in flight will find the ticket abandoned
 	}
 	a.leave(a.removeAt(i)).m.Reply <- messages.AcquireReply{Err: err}

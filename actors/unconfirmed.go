@@ -33,7 +33,7 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 	if p != nil {
 		i = a.unconfirmedIndex(p)
 	}
-	if err == nil || a.closing {
+	if err == nil || a.state == closing {
 		// Confirmed; or Close is under way, and what it could not
 		// release is left to expire (see Manager.Close).
 		if i >= 0 {
@@ -58,19 +58,20 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 }
 
 // retryUnconfirmed sends the oldest unconfirmed release again when one is due
-// (state idle or polling), and reports whether it did. Releases whose TTL has
-// passed are forgotten, and so, once Close has begun, are those sent before.
+// (state idle, polling or closing), and reports whether it did. Releases
+// whose TTL has passed are forgotten, and so, once Close has begun (state
+// closing), are those sent before.
 func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 	now := a.cfg.clock().Now()
 	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
 		// Close sends no retries: what failed once is left to the store's
 		// TTL. A release never sent yet (a waiter leaving the store's
 		// queue) still goes, once.
-		if p := a.unconfirmed[i]; (a.closing && p.tries > 0) || !now.Before(p.until) {
+		if p := a.unconfirmed[i]; (a.state == closing && p.tries > 0) || !now.Before(p.until) {
 			a.dropUnconfirmed(i)
 		}
 	}
-	if len(a.unconfirmed) == 0 || (!a.unconfDue && !a.closing) {
+	if len(a.unconfirmed) == 0 || (!a.unconfDue && a.state != closing) {
 		return false
 	}
 	a.unconfDue = false
