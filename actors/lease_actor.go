@@ -2,12 +2,11 @@ package actors
 
 import (
 	"context"
-	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -17,18 +16,17 @@ import (
 // releases (lease_release.go, unconfirmed.go) and its part in Close
 // (lease_shutdown.go). It never blocks: backend calls go to the backend actor
 // (or, for an Immediate backend, are made right here), and it waits only by
-// timers that send it ticks.
+// timers that send it ticks, on the engine's clock (Config.Clock).
 type leaseActor struct {
 	e      *engine.Engine
 	cfg    *engine.Config
 	entry  *engine.Entry // its entry in the router
 	key    string
 	self   *actor.PID
-	timers *scheduler.TimerScheduler
+	sender actor.SenderContext // sends its timers' ticks (the root context)
 
 	now     time.Time // when the message being handled arrived
 	state   leaseState
-	closing bool   // Shutdown has come; see leaseState
 	handled uint64 // commands received through the router
 	idleAt  uint64 // handled when it last reported itself idle
 	seq     uint64 // of the last backend call sent
@@ -73,7 +71,11 @@ func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+		a.sender = ctx.ActorSystem().Root
+		return
 	case *actor.Stopping:
 		a.onStopping(ctx)
 		return
@@ -81,14 +83,26 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		ctx.Send(a.e.Registry(), &messages.LeaseStopped{PID: a.self})
 		a.e.LeaseStopped()
 		return
+	case *stateQuery:
+		m.reply <- a.state
+		return
+	case *messages.Acquire, *messages.CancelWait, *messages.Renew, *messages.StopRenewing,
+		*messages.Release, *messages.ReleaseNotice, *messages.HandOffNotice, *messages.Shutdown:
+		a.handled++ // a command through the router
 	}
-	a.now = time.Now()
-	a.handle(ctx, ctx.Message())
+	a.now = a.cfg.Time().Now()
+	// Whatever the message, a holding past its local deadline is lost first:
+	// after a pause of the process, a Release or Renew may be handled before
+	// the deadline timer's tick.
+	if c := a.cur; c != nil && !a.now.Before(c.deadline) {
+		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
+	}
+	a.dispatch(ctx, ctx.Message())
 	for {
 		for i := 0; i < len(a.inbox); i++ {
 			res := a.inbox[i]
 			a.inbox[i] = messages.BackendResult{}
-			a.onResult(ctx, &res)
+			a.dispatch(ctx, &res)
 		}
 		a.inbox = a.inbox[:0]
 		a.settle(ctx)
@@ -98,68 +112,250 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *leaseActor) handle(ctx actor.Context, msg any) {
-	// Whatever the message, a holding past its local deadline is lost first:
-	// after a pause of the process, a Release or Renew may be handled before
-	// the deadline timer's tick.
-	if c := a.cur; c != nil && !a.now.Before(c.deadline) {
-		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
-	}
-	switch m := msg.(type) {
-	case *actor.Started:
-		a.self = ctx.Self()
-		a.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
-	case *messages.Acquire:
-		a.handled++
-		a.onAcquire(m)
-	case *messages.CancelWait:
-		a.handled++
-		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.Renew:
-		a.handled++
-		a.onRenew(ctx, m)
-	case *messages.StopRenewing:
-		a.handled++
-		a.onStopRenewing(m)
-	case *messages.Release:
-		a.handled++
-		a.onRelease(ctx, m)
-	case *messages.ReleaseNotice:
-		a.handled++
-		a.wake()
-	case *messages.HandOffNotice:
-		a.handled++
-		a.onHandOff(ctx, m.HandOff)
-	case *messages.Shutdown:
-		a.handled++
-		a.onShutdown(ctx)
-	case *messages.BackendResult:
-		a.onResult(ctx, m)
-	case *messages.HoldTick:
-		if a.cur != nil && a.clock.Fired(a.holdA, m.Gen) {
-			a.onHoldTick(ctx)
-		}
-	case *messages.RetryTick:
-		if a.retryT.Fired(m.Gen) && a.state == polling {
-			a.state = idle
-		}
-	case *messages.ReleaseRetryTick:
-		if a.unconfT.Fired(m.Gen) {
-			a.unconfDue = true
-		}
-	case *messages.WaitTimeout:
-		a.onWaitTimeout(m)
+// stateQuery asks a lease actor for its state (the transition tests).
+type stateQuery struct{ reply chan<- leaseState }
+
+// dispatch hands msg to the handler of the current state. Each handler lists
+// what its state accepts; anything else is stale there (an answer or a tick
+// of something ended, a notice nobody waits for) and ignored. The idle and
+// closing states are left within the message that enters them (settle), so
+// only their stale messages reach them.
+func (a *leaseActor) dispatch(ctx actor.Context, msg any) {
+	switch a.state {
+	case idle, closing:
+		a.whileIdle(ctx, msg)
+	case acquiring:
+		a.whileAcquiring(ctx, msg)
+	case polling:
+		a.whilePolling(ctx, msg)
+	case held:
+		a.whileHeld(ctx, msg)
+	case renewing:
+		a.whileRenewing(ctx, msg)
+	case releasing:
+		a.whileReleasing(ctx, msg)
+	case closingAcquiring:
+		a.whileClosingAcquiring(ctx, msg)
+	case closingReleasing:
+		a.whileClosingReleasing(msg)
+	case closed:
+		a.whileClosed(msg)
 	}
 }
 
-func (a *leaseActor) onResult(ctx actor.Context, r *messages.BackendResult) {
-	switch r.Op {
-	case backend.OpAcquire:
-		a.onAcquireResult(ctx, r)
-	case backend.OpRenew:
-		a.onRenewResult(ctx, r)
-	case backend.OpRelease:
-		a.onReleaseResult(r)
+// whileIdle: nothing held, nothing in flight, nobody waiting. An Acquire
+// queues a waiter, whose acquire settle sends.
+func (a *leaseActor) whileIdle(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *messages.Acquire:
+		a.onAcquire(m)
+	case *messages.Renew:
+		m.Reply <- messages.ErrStale
+	case *messages.StopRenewing:
+		m.Reply <- messages.ErrStale
+	case *messages.Release:
+		m.Reply <- nil // already ended: nothing to do, no backend call
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
+	}
+}
+
+// whileAcquiring: the head waiter's acquire is in flight; more waiters may
+// queue behind it, and one-attempt Acquires wait for its answer.
+func (a *leaseActor) whileAcquiring(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *messages.BackendResult:
+		if m.Op == backend.OpAcquire {
+			a.onAcquireResult(ctx, m)
+		}
+	case *messages.Acquire:
+		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *messages.Renew:
+		m.Reply <- messages.ErrStale
+	case *messages.StopRenewing:
+		m.Reply <- messages.ErrStale
+	case *messages.Release:
+		m.Reply <- nil
+	case *messages.ReleaseNotice:
+		a.wake() // a refusal is retried at once
+	case *messages.HandOffNotice:
+		a.onHandOff(ctx, m.HandOff) // the acquire picks it up
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
+	}
+}
+
+// whilePolling: the head waiter was refused and waits for its retry tick, a
+// release notice or a hand-off notice.
+func (a *leaseActor) whilePolling(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *messages.RetryTick:
+		if a.retryT.Fired(m.Gen) {
+			a.state = idle // settle sends the acquire
+		}
+	case *messages.ReleaseNotice:
+		a.wake()
+	case *messages.HandOffNotice:
+		a.onHandOff(ctx, m.HandOff)
+	case *messages.Acquire:
+		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *messages.Renew:
+		m.Reply <- messages.ErrStale
+	case *messages.StopRenewing:
+		m.Reply <- messages.ErrStale
+	case *messages.Release:
+		m.Reply <- nil
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
+	}
+}
+
+// whileHeld: this Manager holds the key; its next engine.Renewal, if any, is the
+// renewer's. Waiters queue behind the holding. (No waiter has an acquire
+// attempt yet, so a hand-off notice is stale.)
+func (a *leaseActor) whileHeld(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *messages.Renew:
+		a.onRenew(ctx, m)
+	case *messages.StopRenewing:
+		a.onStopRenewing(m)
+	case *messages.Release:
+		a.onRelease(ctx, m)
+	case *messages.BackendResult:
+		if m.Op == backend.OpRenew {
+			a.onRenewResult(ctx, m) // of the renewal the renewer sent
+		}
+	case *messages.HoldTick:
+		if a.clock.Fired(a.holdA, m.Gen) {
+			a.onHoldTick(ctx)
+		}
+	case *messages.Acquire:
+		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
+	}
+}
+
+// whileRenewing: held, with a renewal in flight; an explicit Renew queues
+// behind it.
+func (a *leaseActor) whileRenewing(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *messages.BackendResult:
+		if m.Op == backend.OpRenew {
+			a.onRenewResult(ctx, m)
+		}
+	case *messages.Renew:
+		a.onRenew(ctx, m)
+	case *messages.StopRenewing:
+		a.onStopRenewing(m)
+	case *messages.Release:
+		a.onRelease(ctx, m)
+	case *messages.HoldTick:
+		if a.clock.Fired(a.holdA, m.Gen) {
+			a.onHoldTick(ctx)
+		}
+	case *messages.Acquire:
+		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
+	}
+}
+
+// whileReleasing: a release is in flight; the waiters' next acquire waits
+// for its answer.
+func (a *leaseActor) whileReleasing(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *messages.BackendResult:
+		if m.Op == backend.OpRelease {
+			a.onReleaseResult(m)
+		}
+	case *messages.Acquire:
+		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *messages.HandOffNotice:
+		a.onHandOff(ctx, m.HandOff) // the head's next acquire picks it up
+	case *messages.Renew:
+		m.Reply <- messages.ErrStale
+	case *messages.StopRenewing:
+		m.Reply <- messages.ErrStale
+	case *messages.Release:
+		m.Reply <- nil
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
+	}
+}
+
+// whileClosingAcquiring: Shutdown came during the head waiter's acquire; only
+// its answer matters now, and every command is answered at once.
+func (a *leaseActor) whileClosingAcquiring(ctx actor.Context, msg any) {
+	if m, ok := msg.(*messages.BackendResult); ok && m.Op == backend.OpAcquire {
+		a.onAcquireResult(ctx, m)
+		return
+	}
+	a.whileClosed(msg)
+}
+
+// whileClosingReleasing: a release is in flight after Shutdown; only its
+// answer matters now, and every command is answered at once.
+func (a *leaseActor) whileClosingReleasing(msg any) {
+	if m, ok := msg.(*messages.BackendResult); ok && m.Op == backend.OpRelease {
+		a.onReleaseResult(m)
+		return
+	}
+	a.whileClosed(msg)
+}
+
+// whileClosed: Shutdown has been handled. Every command is answered at once,
+// as for a lease that has ended; the rest is stale.
+func (a *leaseActor) whileClosed(msg any) {
+	switch m := msg.(type) {
+	case *messages.Acquire:
+		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+	case *messages.Renew:
+		m.Reply <- messages.ErrStale
+	case *messages.StopRenewing:
+		m.Reply <- messages.ErrStale
+	case *messages.Release:
+		m.Reply <- nil
+	}
+}
+
+// onReleaseRetryTick makes the unconfirmed releases due (settle sends the
+// oldest when no ownership call is in flight).
+func (a *leaseActor) onReleaseRetryTick(m *messages.ReleaseRetryTick) {
+	if a.unconfT.Fired(m.Gen) {
+		a.unconfDue = true
 	}
 }
 
@@ -168,7 +364,7 @@ func (a *leaseActor) onResult(ctx actor.Context, r *messages.BackendResult) {
 // reports idleness or the end of a shutdown.
 func (a *leaseActor) settle(ctx actor.Context) {
 	a.settleObservers()
-	if a.state != idle && a.state != polling {
+	if a.state != idle && a.state != polling && a.state != closing {
 		return
 	}
 	if a.retryUnconfirmed(ctx) || a.state == polling {
@@ -176,10 +372,10 @@ func (a *leaseActor) settle(ctx actor.Context) {
 	}
 	a.startNext(ctx)
 	switch {
-	case a.state != idle:
-	case a.closing:
+	case a.state == closing:
 		a.state = closed
 		ctx.Send(a.e.Registry(), &messages.ShutdownDone{PID: a.self})
+	case a.state != idle:
 	case len(a.waiters) == 0 && len(a.unconfirmed) == 0 && a.idleAt != a.handled:
 		// Nothing held, nobody waiting: the router's sweep may retire
 		// this actor once no command has come for a whole sweep period.

@@ -2,11 +2,11 @@ package actors
 
 import (
 	"fmt"
-	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -59,7 +59,7 @@ func (a *leaseActor) onHandOff(ctx actor.Context, h backend.HandOff) {
 		// The store handed the key on after it handled the poll of number
 		// h.Poll, so after that poll was sent: the hand-off lasts at least
 		// until then plus the pickup window.
-		if deadline := engine.LocalDeadline(w.pollSent, pickup); w.queued && deadline.Sub(a.now) > pickup/4 && !a.closing {
+		if deadline := engine.LocalDeadline(w.pollSent, pickup); w.queued && deadline.Sub(a.now) > pickup/4 {
 			a.takeHandOff(ctx, w, h, deadline, pickup)
 			return
 		}
@@ -104,7 +104,7 @@ func (a *leaseActor) leave(w *waiter) *waiter {
 	}
 	w.queued = false
 	ttl := engine.EntryTTL(a.cfg.PickupWindow(w.m.TTL)) // past it, entry and hand-off are gone anyway
-	a.unconfirmed = append(a.unconfirmed, &pendingRelease{attempt: w.attempt, ttl: ttl, until: time.Now().Add(ttl)})
+	a.unconfirmed = append(a.unconfirmed, &pendingRelease{attempt: w.attempt, ttl: ttl, until: a.cfg.Time().Now().Add(ttl)})
 	a.unconfDue = true
 	return w
 }

@@ -3,11 +3,11 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -110,7 +110,7 @@ func (a *leaseActor) renewing(seq uint64, sent time.Time, ttl time.Duration, rep
 	c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = seq, sent, ttl, replies
 }
 
-// scheduleRenewal hands the holding's next renewal to the renewer: it goes by
+// scheduleRenewal hands the holding's next engine.Renewal to the renewer: it goes by
 // due, or up to slack earlier to share a round trip with others.
 func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	c := a.cur
@@ -185,11 +185,12 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		sendAll(replies, err)
 		return
 	default:
+		now := a.cfg.Time().Now()
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
-			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
+			"key", a.key, "token", c.h.Token, "left", c.deadline.Sub(now), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
 		if (c.auto || c.pickup) && len(c.queued) == 0 {
-			a.scheduleRenewal(time.Now().Add(engine.RenewRetryDelay(time.Until(c.deadline))), 0)
+			a.scheduleRenewal(now.Add(engine.RenewRetryDelay(c.deadline.Sub(now))), 0)
 		}
 	}
 	if q := c.queued; len(q) > 0 {
@@ -240,7 +241,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason lease.Reason, cause error) e
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
 	a.cfg.Metrics.Lost(reason)
 	ctx.Send(a.e.Hub(), &messages.Publish{Event: lease.Lost{
-		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
+		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: a.cfg.Time().Now(), Err: err,
 	}})
 	return err
 }

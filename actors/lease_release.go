@@ -50,9 +50,14 @@ func (a *leaseActor) startRelease(ctx actor.Context, attempt string, token uint6
 	a.sendRelease(ctx, releaseInFlight{p: pendingRelease{attempt: attempt, token: token, ttl: ttl}, reply: reply})
 }
 
-// sendRelease sends the release rel (state releasing).
+// sendRelease sends the release rel: from idle or polling to releasing, from
+// closing to closingReleasing.
 func (a *leaseActor) sendRelease(ctx actor.Context, rel releaseInFlight) {
-	a.state = releasing
+	if a.state == closing {
+		a.state = closingReleasing
+	} else {
+		a.state = releasing
+	}
 	a.call(ctx, messages.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
 		Key: a.key, Owner: a.cfg.Owner, Attempt: rel.p.attempt, Token: rel.p.token,
 	}}})
@@ -61,10 +66,17 @@ func (a *leaseActor) sendRelease(ctx actor.Context, rel releaseInFlight) {
 }
 
 func (a *leaseActor) onReleaseResult(r *messages.BackendResult) {
-	if a.state != releasing || r.Seq != a.rel.seq {
+	if r.Seq != a.rel.seq {
 		return
 	}
-	a.state = idle
+	switch a.state {
+	case releasing:
+		a.state = idle
+	case closingReleasing:
+		a.state = closing
+	default:
+		return
+	}
 	rel := a.rel
 	a.rel = releaseInFlight{}
 	err := r.Err

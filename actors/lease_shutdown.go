@@ -11,12 +11,12 @@ import (
 
 // onShutdown starts the actor's part of Close: waiters are answered ErrClosed,
 // the holding ends as released and is released once; the call in flight, if
-// any, finishes first (settle then reports ShutdownDone).
+// any, finishes first (settle then reports ShutdownDone). It moves the actor
+// to the closing state that says what is still in flight (see leaseState).
 func (a *leaseActor) onShutdown(ctx actor.Context) {
-	if a.closing {
+	if a.state.shutDown() {
 		return
 	}
-	a.closing = true
 	if a.state == releasing && a.rel.retry != nil {
 		// A retry of an unconfirmed release: Close does not wait for it.
 		// It may have been sent after the backend actor cancelled the calls
@@ -37,6 +37,16 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 	if c := a.cur; c != nil {
 		a.end(closedReleased(c.h), false)
 		a.startRelease(ctx, c.h.Attempt, c.h.Token, c.ttl, nil)
+	}
+	// What is left in flight: nothing (idle; polling stopped with its
+	// waiter), the head waiter's acquire, or a release.
+	switch a.state {
+	case idle:
+		a.state = closing
+	case acquiring:
+		a.state = closingAcquiring
+	case releasing:
+		a.state = closingReleasing
 	}
 	// A waiter that left the store's queue sends its clean-up release from
 	// settle (retryUnconfirmed), before the actor reports itself done.

@@ -1,6 +1,7 @@
 package actors
 
-// leaseState is where one key's lease actor stands. Beside it the actor keeps
+// leaseState is where one key's lease actor stands, and so what it accepts
+// (one handler per state, lease_actor.go). Beside it the actor keeps data:
 // its FIFO queue of local waiters (lease_waiters.go), the one-attempt
 // Acquires that wait to learn who holds the key (observers), and the releases
 // the store has not confirmed (unconfirmed.go).
@@ -16,12 +17,26 @@ package actors
 //	                        ▼                               ▼
 //	 renewing ◀──due──▶   held ──Release, loss, Close──▶ releasing ──answered──▶ idle
 //
+// Shutdown, in any of those states, moves to the closing state that says what
+// is still in flight; from then on no new work starts, every waiter is
+// answered ErrClosed, and the holding, if any, ends as released:
+//
+//	                          Shutdown
+//	idle, polling ────────────────────────────────▶ closing ──nothing to send──▶ closed
+//	acquiring ──────▶ closingAcquiring ──answered──▶  │  ▲
+//	held, renewing,                                   │  │
+//	releasing ──────▶ closingReleasing ◀──a release───┘  │
+//	                         └───────answered────────────┘
+//
+// (A release in flight that was the retry of an unconfirmed one is not waited
+// for: releasing goes to closing then.) From closing, the actor sends the
+// releases still owed (a grant the answered acquire got, a leaving waiter's
+// clean-up) one at a time, and ends in closed.
+//
 // At most one call that changes ownership (an acquire or a release) is in
 // flight per key, so a release always completes before the next acquire, and
 // a grant is never made while an older holding of this Manager might still
-// stand. Shutdown is not a state but a mode (closing): no new work starts, the
-// call in flight finishes, the holding is released, and the actor ends in
-// closed.
+// stand.
 type leaseState uint8
 
 const (
@@ -40,14 +55,36 @@ const (
 	// releasing: a release is in flight (the caller's, a loss's cleanup, an
 	// abandoned grant's, or the retry of an unconfirmed one).
 	releasing
+
+	// The states after Shutdown (shutDown reports them).
+
+	// closing: Shutdown has been handled and nothing is in flight. The
+	// actor only passes through it while it handles a message: settle then
+	// sends a release still owed (closingReleasing) or ends in closed.
+	closing
+	// closingAcquiring: the head waiter's acquire was in flight when
+	// Shutdown came. Its answer is awaited; whatever it granted is given
+	// back, and its caller is answered ErrClosed once that is done.
+	closingAcquiring
+	// closingReleasing: a release is in flight after Shutdown (the
+	// holding's, a grant's given back, a leaving waiter's clean-up).
+	closingReleasing
 	// closed: Shutdown has been handled and reported done. Every command is
 	// answered at once (ErrClosed, ErrStale, nil).
 	closed
 )
 
 func (s leaseState) String() string {
-	return [...]string{"idle", "acquiring", "polling", "held", "renewing", "releasing", "closed"}[s]
+	return [...]string{"idle", "acquiring", "polling", "held", "renewing", "releasing",
+		"closing", "closingAcquiring", "closingReleasing", "closed"}[s]
 }
 
 // holds reports whether the state has a current holding.
 func (s leaseState) holds() bool { return s == held || s == renewing }
+
+// acquireSent reports whether the head waiter's acquire is in flight.
+func (s leaseState) acquireSent() bool { return s == acquiring || s == closingAcquiring }
+
+// shutDown reports whether Shutdown has been handled: the closing states and
+// closed.
+func (s leaseState) shutDown() bool { return s >= closing }

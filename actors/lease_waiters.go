@@ -3,12 +3,11 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -18,8 +17,8 @@ type waiter struct {
 	m        *messages.Acquire
 	attempt  string    // its acquire attempt's identity, made when it first asks the backend
 	deadline time.Time // zero: no deadline of its own
-	timer    scheduler.CancelFunc
-	attempts int // refusals so far, for poll backoff
+	timer    func()    // stops its wait timeout
+	attempts int       // refusals so far, for poll backoff
 
 	// On a Queue store (lease_handoff.go):
 	polls    uint64    // acquires sent for its attempt (QueueRequest.Poll of the last)
@@ -50,7 +49,7 @@ func (b busyInfo) reply() messages.AcquireReply {
 }
 
 func (a *leaseActor) onAcquire(m *messages.Acquire) {
-	if a.closing {
+	if a.state.shutDown() {
 		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 		return
 	}
@@ -70,17 +69,18 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 	}
 	w := &waiter{m: m}
 	if m.Wait > 0 {
-		w.deadline = time.Now().Add(m.Wait)
-		w.timer = a.timers.SendOnce(m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
+		w.deadline = a.cfg.Time().Now().Add(m.Wait)
+		w.timer = engine.SendAfter(a.cfg.Time(), a.sender, m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
 	}
 	a.waiters = append(a.waiters, w)
 }
 
-// startNext sends an acquire for the first waiter still waiting (state idle).
+// startNext sends an acquire for the first waiter still waiting (state idle);
+// in state closing it answers them ErrClosed.
 func (a *leaseActor) startNext(ctx actor.Context) {
 	for len(a.waiters) > 0 {
 		w := a.waiters[0]
-		if a.closing {
+		if a.state == closing {
 			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			continue
 		}
@@ -105,17 +105,25 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 }
 
 func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResult) {
-	if a.state != acquiring || r.Seq != a.acq.seq {
+	if r.Seq != a.acq.seq {
 		return
 	}
-	a.state = idle
+	switch a.state {
+	case acquiring:
+		a.state = idle
+	case closingAcquiring:
+		a.state = closing
+	default:
+		return
+	}
+	shut := a.state == closing // Shutdown came while it was in flight
 	w := a.waiters[0]
 	m := w.m
 	switch {
 	case r.Err != nil:
 		a.removeAt(0)
 		err := acquireError(m, r.Err)
-		if a.closing || a.cfg.Closing() {
+		if shut || a.cfg.Closing() {
 			// Closing: the call was cancelled by Close (whose Shutdown may
 			// still be on its way to this actor), or failed meanwhile.
 			err = messages.ErrClosed
@@ -134,11 +142,11 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.maxToken = max(a.maxToken, r.Grant.HolderToken)
 		w.queued, w.pollSent = r.Grant.Queued, a.acq.sent
 		a.answerObservers(a.busy.reply())
-		if a.closing { // Shutdown came while it was in flight: no poll
+		if shut { // no poll
 			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			return
 		}
-		if m.Wait == 0 || (!w.deadline.IsZero() && !time.Now().Before(w.deadline)) {
+		if m.Wait == 0 || (!w.deadline.IsZero() && !a.cfg.Time().Now().Before(w.deadline)) {
 			a.leave(a.removeAt(0)).m.Reply <- a.busy.reply()
 			return
 		}
@@ -152,7 +160,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			pickup = a.cfg.PickupWindow(m.TTL)
 		}
 		delay := engine.PollDelay(w.attempts, a.cfg.Notifications(), pickup, a.cfg.HandOffs(), r.Grant.HolderExpiresIn)
-		a.retryT.Arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.retryT.ArmOn(a.cfg.Time(), a.sender, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:
@@ -160,13 +168,13 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		tok := r.Grant.Token
 		fenced := tok <= a.maxToken
 		a.maxToken = max(a.maxToken, tok)
-		if a.closing {
+		if shut {
 			a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 		} else {
 			a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: r.Grant.ExpiresAt})
 		}
 		switch {
-		case a.closing:
+		case shut:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
 		case fenced:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
@@ -194,7 +202,7 @@ func (a *leaseActor) heldHere() messages.AcquireReply {
 // the key once no attempt in flight will tell them; when nobody is ahead of
 // them any more, the first makes its own attempt.
 func (a *leaseActor) settleObservers() {
-	if len(a.observers) == 0 || a.state == acquiring || a.closing {
+	if len(a.observers) == 0 || a.state == acquiring || a.state.shutDown() {
 		return
 	}
 	switch {
@@ -231,7 +239,7 @@ func acquireError(m *messages.Acquire, err error) error {
 
 func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 	i := a.indexOf(m.Ticket)
-	if i < 0 || (i == 0 && a.state == acquiring) {
+	if i < 0 || (i == 0 && a.state.acquireSent()) {
 		return // gone, or its attempt in flight decides
 	}
 	w := a.leave(a.removeAt(i))
@@ -245,7 +253,7 @@ func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
 // dropWaiter removes a waiter whose caller gave up.
 func (a *leaseActor) dropWaiter(t *lease.Ticket, err error) {
 	i := a.indexOf(t)
-	if i < 0 || (i == 0 && a.state == acquiring) {
+	if i < 0 || (i == 0 && a.state.acquireSent()) {
 		return // its attempt in flight will find the ticket abandoned
 	}
 	a.leave(a.removeAt(i)).m.Reply <- messages.AcquireReply{Err: err}

@@ -38,7 +38,18 @@ type Config struct {
 	// on a store that keeps a waiter queue (0: DefaultPickup); a lease's is
 	// at most a quarter of its TTL.
 	Pickup time.Duration
+	// Clock is the engine's time: what its lease actors read as now, and
+	// the clock of every timer, alarm and renewal (nil: the system's). A
+	// test sets a fake one to move time by steps.
+	Clock Clock
 }
+
+// Clock is a source of time and timers for the engine; Timer is one of its
+// re-armable timers.
+type (
+	Clock = engine.Clock
+	Timer = engine.Timer
+)
 
 // Defaults of Config.
 const (
@@ -76,7 +87,7 @@ func Start(root *actor.RootContext, cfg Config) (*Engine, error) {
 	c := &engine.Config{
 		Owner: cfg.Owner, Backend: cfg.Backend, Logger: logger, Metrics: metrics,
 		MaxInFlight: cfg.MaxInFlight, RenewBatchSize: cfg.RenewBatchSize, RenewBatchDelay: cfg.RenewBatchDelay,
-		Pickup: cfg.Pickup,
+		Pickup: cfg.Pickup, Clock: cfg.Clock,
 	}
 	return &Engine{e: engine.Start(root, c, newLeaseActor), cfg: c}, nil
 }

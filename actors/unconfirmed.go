@@ -1,10 +1,10 @@
 package actors
 
 import (
-	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -34,7 +34,7 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 	if p != nil {
 		i = a.unconfirmedIndex(p)
 	}
-	if err == nil || a.closing {
+	if err == nil || a.state == closing {
 		// Confirmed; or Close is under way, and what it could not
 		// release is left to expire (see Manager.Close).
 		if i >= 0 {
@@ -47,7 +47,7 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 		// so the holding ends at most a TTL from now.
 		p = new(pendingRelease)
 		*p = rel.p
-		p.until = time.Now().Add(p.ttl)
+		p.until = a.cfg.Time().Now().Add(p.ttl)
 		a.unconfirmed = append(a.unconfirmed, p)
 	} else if i < 0 {
 		return // forgotten meanwhile (its TTL has passed)
@@ -59,19 +59,20 @@ func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
 }
 
 // retryUnconfirmed sends the oldest unconfirmed release again when one is due
-// (state idle or polling), and reports whether it did. Releases whose TTL has
-// passed are forgotten, and so, once Close has begun, are those sent before.
+// (state idle, polling or closing), and reports whether it did. Releases
+// whose TTL has passed are forgotten, and so, once Close has begun (state
+// closing), are those sent before.
 func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
-	now := time.Now()
+	now := a.cfg.Time().Now()
 	for i := len(a.unconfirmed) - 1; i >= 0; i-- {
 		// Close sends no retries: what failed once is left to the store's
 		// TTL. A release never sent yet (a waiter leaving the store's
 		// queue) still goes, once.
-		if p := a.unconfirmed[i]; (a.closing && p.tries > 0) || !now.Before(p.until) {
+		if p := a.unconfirmed[i]; (a.state == closing && p.tries > 0) || !now.Before(p.until) {
 			a.dropUnconfirmed(i)
 		}
 	}
-	if len(a.unconfirmed) == 0 || (!a.unconfDue && !a.closing) {
+	if len(a.unconfirmed) == 0 || (!a.unconfDue && a.state != closing) {
 		return false
 	}
 	a.unconfDue = false
@@ -88,8 +89,8 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 // armReleaseRetry schedules the next try of p: backing off, and never later
 // than its TTL's end (when it is forgotten, and the actor may go idle).
 func (a *leaseActor) armReleaseRetry(p *pendingRelease) {
-	d := min(engine.ReleaseRetryDelay(p.tries), max(time.Until(p.until), 0))
-	a.unconfT.Arm(a.timers, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
+	d := min(engine.ReleaseRetryDelay(p.tries), max(p.until.Sub(a.cfg.Time().Now()), 0))
+	a.unconfT.ArmOn(a.cfg.Time(), a.sender, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
 }
 
 func (a *leaseActor) unconfirmedIndex(p *pendingRelease) int {

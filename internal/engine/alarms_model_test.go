@@ -43,7 +43,7 @@ type modelAlarm struct {
 
 type alarmsModel struct {
 	rng   *rand.Rand
-	clock *fakeClock
+	clock *FakeClock
 	s     *alarms
 	as    []*alarm
 	m     []modelAlarm
@@ -52,7 +52,7 @@ type alarmsModel struct {
 
 func runAlarmsModel(seed uint64, steps int) error {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	w := &alarmsModel{rng: rng, clock: newFakeClock(), ticks: make(chan modelTick, 4096)}
+	w := &alarmsModel{rng: rng, clock: NewFakeClock(), ticks: make(chan modelTick, 4096)}
 	w.s = newAlarms(w.clock, func(_ *actor.PID, msg any) { w.ticks <- msg.(modelTick) })
 	n := 1 + rng.IntN(40)
 	for i := range n {
@@ -125,10 +125,10 @@ func (w *alarmsModel) arm(i int) {
 // armed for.
 func (w *alarmsModel) advance() {
 	to := w.clock.Now().Add(time.Duration(w.rng.Int64N(int64(50 * time.Millisecond))))
-	if at, ok := w.clock.armed(); ok && at.Before(to) {
+	if at, ok := w.clock.Armed(); ok && at.Before(to) {
 		to = at
 	}
-	w.clock.set(to)
+	w.clock.Set(to)
 }
 
 // fire moves the clock to the armed time, fires, and checks the ticks: one
@@ -136,7 +136,7 @@ func (w *alarmsModel) advance() {
 // The owner's fired then says true once; now and then the alarm is re-armed
 // before, and then fired says false (the tick is stale).
 func (w *alarmsModel) fire() (fired bool, err error) {
-	now, ok := w.clock.fireAt()
+	now, ok := w.clock.FireAt()
 	if !ok {
 		return false, nil
 	}
@@ -195,7 +195,7 @@ func (w *alarmsModel) fire() (fired bool, err error) {
 // check: while any alarm is armed, the timer is, and for no later than the
 // first.
 func (w *alarmsModel) check() error {
-	at, armed := w.clock.armed()
+	at, armed := w.clock.Armed()
 	for i, m := range w.m {
 		if !m.armed {
 			continue

@@ -2,16 +2,18 @@ package engine
 
 import "time"
 
-// Clock is the time the renewer and the alarm heaps keep: what they read as
-// now, and the one timer each arms. The engine runs on the system's
-// (systemClock); the model tests (renewer_model_test.go, alarms_model_test.go)
-// drive a fake one, firing at the armed time without an OS timer. It is meant
-// to become the Config's clock once the lease actors' timers and waiters read
-// it too.
+// Clock is the one time an engine keeps (Config.Clock): what the lease
+// actors, the renewer and the alarm heaps read as now, the timer each
+// renewer and alarm heap arms, and the lease actors' own timers (retries,
+// wait timeouts). The engine runs on the system's (systemClock); tests drive
+// a fake one, firing at the armed time without an OS timer.
 type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that is not armed.
 	NewTimer() Timer
+	// AfterFunc calls f once d has passed (at once if d <= 0), on a
+	// goroutine of its own, unless stop is called first. f must not block.
+	AfterFunc(d time.Duration, f func()) (stop func())
 }
 
 // Timer is a Clock's re-armable timer.
@@ -28,6 +30,11 @@ type Timer interface {
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) (stop func()) {
+	t := time.AfterFunc(d, f)
+	return func() { t.Stop() }
+}
 
 func (systemClock) NewTimer() Timer {
 	t := time.NewTimer(time.Hour)

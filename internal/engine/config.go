@@ -31,6 +31,10 @@ type Config struct {
 	// Metrics records what the engine does (nil: nothing).
 	Metrics *Metrics
 
+	// Clock is the engine's time (nil: the system's). Tests set a fake one
+	// to move time by steps.
+	Clock Clock
+
 	// closing is set by Engine.Shutdown before anything else: a lease
 	// actor stopped before it handled Shutdown (Close's context had ended)
 	// ends its holding as released, not lost.
@@ -88,6 +92,14 @@ func (c *Config) observe(op string, start time.Time, err error, callerCtx contex
 	default:
 		c.lastFailure.Store(&CallFailure{Op: op, At: time.Now(), Err: err})
 	}
+}
+
+// clock is the engine's Clock.
+func (c *Config) clock() Clock {
+	if c.Clock == nil {
+		return systemClock{}
+	}
+	return c.Clock
 }
 
 // newAttempt returns a new acquire attempt identity ("<instance>.<n>").

@@ -73,11 +73,11 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 	// notice as soon as it starts.
 	e.router = newRouter(e.spawnLease)
 	for range max(2, min(8, runtime.GOMAXPROCS(0))) {
-		e.alarms = append(e.alarms, newAlarms(systemClock{}, root.Send))
+		e.alarms = append(e.alarms, newAlarms(cfg.clock(), root.Send))
 	}
 	e.hub = root.Spawn(props(newHub))
 	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG) }))
-	e.renewer = newRenewer(systemClock{}, cfg.RenewBatchSize, cfg.RenewBatchDelay, func(b []messages.Renewal) {
+	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, func(b []messages.Renewal) {
 		root.Send(e.backend, &messages.RenewBatch{Renewals: b})
 	})
 	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;

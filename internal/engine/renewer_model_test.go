@@ -36,7 +36,7 @@ type modelRenewal struct {
 
 type renewerModel struct {
 	rng    *rand.Rand
-	clock  *fakeClock
+	clock  *FakeClock
 	r      *renewer
 	size   int
 	window time.Duration // what the renewer must cap slack at
@@ -54,7 +54,7 @@ func runRenewerModel(seed uint64, steps int) (err error) {
 	rng := rand.New(rand.NewPCG(seed, 26))
 	sizes := []int{1, 2, 3, 5, DefaultRenewBatchSize}
 	windows := []time.Duration{0, time.Millisecond, 20 * time.Millisecond, 300 * time.Millisecond}
-	w := &renewerModel{rng: rng, clock: newFakeClock(), size: sizes[rng.IntN(len(sizes))], sent: map[uint64]bool{}}
+	w := &renewerModel{rng: rng, clock: NewFakeClock(), size: sizes[rng.IntN(len(sizes))], sent: map[uint64]bool{}}
 	window := windows[rng.IntN(len(windows))]
 	switch {
 	case w.size == 1:
@@ -181,17 +181,17 @@ func (w *renewerModel) churn(k int) {
 // armed for (then fire is due).
 func (w *renewerModel) advance() {
 	to := w.clock.Now().Add(time.Duration(w.rng.Int64N(int64(50 * time.Millisecond))))
-	if at, ok := w.clock.armed(); ok && at.Before(to) {
+	if at, ok := w.clock.Armed(); ok && at.Before(to) {
 		to = at
 	}
-	w.clock.set(to)
+	w.clock.Set(to)
 }
 
 // fire moves the clock to the armed time, fires, and checks what was sent:
 // every renewal due by then, none before its early bound, each once, in
 // batches of at most size.
 func (w *renewerModel) fire() (fired bool, err error) {
-	now, ok := w.clock.fireAt()
+	now, ok := w.clock.FireAt()
 	if !ok {
 		return false, nil
 	}
@@ -242,7 +242,7 @@ func (w *renewerModel) fire() (fired bool, err error) {
 // check: while anything is scheduled, the timer is armed, and for no later
 // than the first due time.
 func (w *renewerModel) check() error {
-	at, armed := w.clock.armed()
+	at, armed := w.clock.Armed()
 	for i, m := range w.m {
 		if !m.scheduled {
 			continue
