@@ -56,9 +56,9 @@ type Engine struct {
 // Start spawns the actors of one Manager in root's system.
 func Start(root *actor.RootContext, cfg *Config) *Engine {
 	cfg.instance = newInstance()
-	cfg.queue = cfg.Backend.Info().Queue
-	_, cfg.notices = cfg.Backend.(backend.HandOffWatcher)
-	cfg.notices = cfg.notices && cfg.queue
+	cfg.info = cfg.Backend.Info()
+	cfg.queue = cfg.info.Queue
+	cfg.notices = cfg.info.HandOffNotices && cfg.queue
 	e := &Engine{root: root, cfg: cfg,
 		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
 	props := func(producer actor.Producer) *actor.Props {
