@@ -57,7 +57,7 @@ model-deep:
 # 2,000 steps (schedule, move, cancel, fire on a fake clock, against a plain
 # model of each). A few minutes under the race detector.
 model-long:
-	LEASEHOLD_MODEL_LONG=1 $(GO) test -race -count=1 -timeout 1h -run '^Test(Renewer|Alarms)Model$$' -v ./actors
+	LEASEHOLD_MODEL_LONG=1 $(GO) test -race -count=1 -timeout 1h -run '^Test(Renewer|Alarms)Model$$' -v ./internal/engine
 
 # Not part of `make test` (which runs it for 2 s): the engine stress test, long.
 stress:

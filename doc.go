@@ -12,8 +12,8 @@
 // confirmed, whatever the reason (fail closed: better lose than hold twice).
 //
 // Inside, each name is served by its own actor (github.com/asynkron/protoactor-go)
-// that owns its state machine and its FIFO queue of local waiters; see package
-// actors and, for the protocol, package messages.
+// that owns its state machine and its FIFO queue of local waiters; the
+// Manager's methods talk to them and never block one.
 //
 // # Fencing tokens
 //

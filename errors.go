@@ -1,55 +1,47 @@
 package leasehold
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/messages"
 )
 
 // Sentinel errors, matched with errors.Is. A caller can always tell "someone
 // else holds it" (ErrNotAcquired) from "the backend failed" (a wrapped backend
 // error) from "my context ended" (the context's error).
+//
+// Each is the very value the engine returns (a constant inside it): this
+// package is where they are documented, and the engine never reads these
+// variables, so nothing can change what it reports.
 var (
 	// ErrNotAcquired: the lease is held by another owner (or by this Manager,
 	// which never re-enters) and the wait ran out. A normal outcome, not a fault.
-	ErrNotAcquired = errors.New("leasehold: lease not acquired")
+	ErrNotAcquired error = lease.ErrNotAcquired
 	// ErrLost: the holding ended without its owner releasing it (no renewal
 	// confirmed before the local deadline, or the backend rejected a renewal).
-	ErrLost = errors.New("leasehold: lease lost")
+	ErrLost error = lease.ErrLost
 	// ErrReleased: the holding was released (by Release, Do or Manager.Close).
-	ErrReleased = errors.New("leasehold: lease released")
+	ErrReleased error = lease.ErrReleased
 	// ErrInvalidName: a lease name (or the key it normalizes to) is empty or
 	// blank, contains NUL, is not UTF-8, or is longer than 200 runes.
-	ErrInvalidName = errors.New("leasehold: invalid lease name")
+	ErrInvalidName error = lease.ErrInvalidName
 	// ErrInvalidOption: an option is out of range; nothing was done.
-	ErrInvalidOption = errors.New("leasehold: invalid option")
+	ErrInvalidOption error = lease.ErrInvalidOption
 	// ErrClosed: the Manager is closed.
-	ErrClosed = errors.New("leasehold: manager closed")
+	ErrClosed error = lease.ErrClosed
 	// ErrTokenNotIncreasing: the backend granted a token not above one this
 	// Manager has seen for the same name, breaking the fencing promise every
 	// backend makes. Acquire releases that grant and returns this error
 	// rather than hand out a lease that does not fence off its predecessor.
-	ErrTokenNotIncreasing = errors.New("leasehold: fencing token did not increase")
+	ErrTokenNotIncreasing error = lease.ErrTokenNotIncreasing
 
 	// ErrTTLTooShort: the grant came back after the lease's own local
 	// deadline (TTL minus the safety margin, counted from the request): the
 	// backend's latency used the whole TTL up. The grant is released and
 	// Acquire fails; use a longer TTL.
-	ErrTTLTooShort = errors.New("leasehold: TTL too short for the backend's latency")
+	ErrTTLTooShort error = lease.ErrTTLTooShort
 )
-
-// The engine returns these very values: they are defined here, where a
-// reader of the API looks for them, and handed to the engine at init (before
-// any Manager exists).
-func init() {
-	messages.ErrNotAcquired, messages.ErrReleased = ErrNotAcquired, ErrReleased
-	messages.ErrLost, lease.ErrLost = ErrLost, ErrLost
-	messages.ErrInvalidName, messages.ErrInvalidOption, messages.ErrClosed = ErrInvalidName, ErrInvalidOption, ErrClosed
-	messages.ErrTokenNotIncreasing, messages.ErrTTLTooShort = ErrTokenNotIncreasing, ErrTTLTooShort
-}
 
 // NotAcquiredError is the ErrNotAcquired a busy lease returns; it says who held
 // it when the wait ran out. errors.Is(err, ErrNotAcquired) matches it.
@@ -70,4 +62,4 @@ func (e *NotAcquiredError) Error() string {
 }
 
 // Unwrap makes errors.Is(err, ErrNotAcquired) true.
-func (e *NotAcquiredError) Unwrap() error { return ErrNotAcquired }
+func (e *NotAcquiredError) Unwrap() error { return lease.ErrNotAcquired }

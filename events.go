@@ -7,34 +7,18 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
-// LostReason says why a lease was lost.
-type LostReason int
+// LostReason says why a lease was lost. Its String method names it
+// ("expired", "rejected", "unknown").
+type LostReason = lease.Reason
 
 const (
 	// ReasonExpired: no renewal was confirmed before the local deadline
 	// (backend unreachable, slow, or auto-renewal off).
-	ReasonExpired LostReason = 1
+	ReasonExpired = lease.ReasonExpired
 	// ReasonRejected: the backend said another owner holds the lease or it
 	// expired there.
-	ReasonRejected LostReason = 2
+	ReasonRejected = lease.ReasonRejected
 )
-
-// The engine reports reasons as the ints of package lease: these fail to
-// compile if the two ever disagree.
-var (
-	_ = [1]struct{}{}[ReasonExpired-lease.ReasonExpired]
-	_ = [1]struct{}{}[ReasonRejected-lease.ReasonRejected]
-)
-
-func (r LostReason) String() string {
-	switch r {
-	case ReasonExpired:
-		return "expired"
-	case ReasonRejected:
-		return "rejected"
-	}
-	return "unknown"
-}
 
 // LostEvent reports the loss of a lease.
 type LostEvent struct {
@@ -73,7 +57,7 @@ func newSubscription(buffer int) *Subscription {
 // deliver runs on the event hub; it never blocks.
 func (s *Subscription) deliver(e lease.Lost) {
 	select {
-	case s.events <- LostEvent{Name: e.Name, Owner: e.Owner, Token: e.Token, Reason: LostReason(e.Reason), At: e.At, Err: e.Err}:
+	case s.events <- LostEvent{Name: e.Name, Owner: e.Owner, Token: e.Token, Reason: e.Reason, At: e.At, Err: e.Err}:
 	default:
 		s.dropped.Add(1)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold/actors"
+	"github.com/leasehold/leasehold/internal/engine"
 )
 
 // ErrUnhealthy is what HealthCheck's errors match.
@@ -32,7 +32,7 @@ func (m *Manager) HealthCheck() error {
 	}
 	var problems []error
 	now := time.Now()
-	if f := m.cfg.LastFailure(); f != nil {
+	if f := m.engine.LastFailure(); f != nil {
 		problems = append(problems, fmt.Errorf("backend %s: last %s call failed %v ago: %w",
 			m.b.Info().Name, f.Op, now.Sub(f.At).Round(time.Millisecond), f.Err))
 	}
@@ -44,7 +44,7 @@ func (m *Manager) HealthCheck() error {
 		// shrinks the one after it.
 		at, ttl, every := h.Confirmed()
 		since := now.Sub(at)
-		if allowed := every + actors.HealthSlack(ttl); since > allowed {
+		if allowed := every + engine.HealthSlack(ttl); since > allowed {
 			problems = append(problems, fmt.Errorf("lease %q (token %d): no renewal confirmed for %v (next one due %v after the last)",
 				h.Name, h.Token, since.Round(time.Millisecond), every))
 		}

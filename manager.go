@@ -35,7 +35,6 @@ type Manager struct {
 	system    *actor.ActorSystem
 	ownSystem bool
 	engine    *actors.Engine
-	cfg       *actors.Config
 
 	closed    atomic.Bool
 	closeDone chan struct{}
@@ -68,10 +67,6 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 	if c.meters == nil {
 		c.meters = otel.GetMeterProvider()
 	}
-	metrics, err := actors.NewMetrics(c.meters)
-	if err != nil {
-		return nil, fmt.Errorf("leasehold: metrics: %w", err)
-	}
 	m := &Manager{
 		b: b, info: b.Info(), owner: c.owner, prefix: c.prefix, normalizer: c.normalizer, logger: c.logger,
 		system: c.system, closeDone: make(chan struct{}),
@@ -88,11 +83,17 @@ func New(b backend.Backend, opts ...Option) (*Manager, error) {
 			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 		)
 	}
-	m.cfg = &actors.Config{
-		Owner: m.owner, Backend: b, Logger: c.logger, Metrics: metrics,
+	eng, err := actors.Start(m.system.Root, actors.Config{
+		Owner: m.owner, Backend: b, Logger: c.logger, MeterProvider: c.meters,
 		RenewBatchSize: c.batchSize, RenewBatchDelay: c.batchDelay, Pickup: c.pickup,
+	})
+	if err != nil {
+		if m.ownSystem {
+			m.system.Shutdown()
+		}
+		return nil, err
 	}
-	m.engine = actors.Start(m.system.Root, m.cfg)
+	m.engine = eng
 	return m, nil
 }
 
@@ -121,21 +122,8 @@ func (m *Manager) Provider() backend.Info { return m.b.Info() }
 // WithoutAutoRenew is given.
 func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (l *Lease, err error) {
 	start := time.Now()
-	defer func() { m.cfg.Metrics.Acquired(ctx, time.Since(start), acquireOutcome(err)) }()
+	defer func() { m.engine.AcquireDone(ctx, time.Since(start), err) }()
 	return m.acquire(ctx, name, opts...)
-}
-
-// acquireOutcome names err for the acquire.duration metric.
-func acquireOutcome(err error) string {
-	switch {
-	case err == nil:
-		return actors.OutcomeAcquired
-	case errors.Is(err, ErrNotAcquired):
-		return actors.OutcomeNotAcquired
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return actors.OutcomeCanceled
-	}
-	return actors.OutcomeError
 }
 
 func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
@@ -292,7 +280,6 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	defer close(m.closeDone)
-	m.cfg.Closing.Store(true)
 
 	released := make(chan struct{})
 	m.engine.Shutdown(&messages.Shutdown{Ctx: ctx, Reply: released})

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/leasehold/leasehold/actors"
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/engine"
+	"github.com/leasehold/leasehold/internal/lease"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -69,9 +69,11 @@ func WithKeyNormalizer(fn func(name string) (string, error)) Option {
 	}
 }
 
-// WithActorSystem runs the Manager's actors in an existing protoactor system.
-// Close stops the Manager's actors and leaves the system running. Default: the
-// Manager creates a system of its own.
+// WithActorSystem runs the Manager's actors in an existing protoactor-go actor
+// system (github.com/asynkron/protoactor-go), so that they share its
+// scheduler and logging with the application's own actors. Close stops the
+// Manager's actors and leaves the system running. Default: the Manager
+// creates a system of its own.
 func WithActorSystem(sys *actor.ActorSystem) Option {
 	return func(c *managerConfig) {
 		if sys == nil {
@@ -118,9 +120,8 @@ func (c *managerConfig) fail(err error) {
 	}
 }
 
-// WaitForever (-1), given to WithWait, waits until the context ends. It is the
-// protocol's own value (messages.WaitForever), handed to the lease actor as is.
-const WaitForever = messages.WaitForever
+// WaitForever (-1), given to WithWait, waits until the context ends.
+const WaitForever = lease.WaitForever
 
 // MaxTTL (365 days) is the longest TTL a lease may have: the limit every backend
 // accepts (backend.MaxTTL).
@@ -215,9 +216,9 @@ func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
 	}
 	if c.renewEvery == 0 {
 		c.renewEvery = c.ttl / 3
-	} else if most := actors.MaxRenewEvery(c.ttl); c.renewEvery > most {
+	} else if most := engine.MaxRenewEvery(c.ttl); c.renewEvery > most {
 		return c, fmt.Errorf("%w: WithRenewEvery(%v): at most %v with TTL %v (the local deadline is the TTL less a margin of %v, and a renewal needs as much again to be confirmed before it)",
-			ErrInvalidOption, c.renewEvery, most, c.ttl, actors.HealthSlack(c.ttl))
+			ErrInvalidOption, c.renewEvery, most, c.ttl, engine.HealthSlack(c.ttl))
 	}
 	return c, nil
 }

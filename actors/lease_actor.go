@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,9 +19,9 @@ import (
 // (or, for an Inline backend, are made right here), and it waits only by
 // timers that send it ticks.
 type leaseActor struct {
-	e      *Engine
-	cfg    *Config
-	entry  *entry // its entry in the router
+	e      *engine.Engine
+	cfg    *engine.Config
+	entry  *engine.Entry // its entry in the router
 	key    string
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
@@ -34,8 +35,8 @@ type leaseActor struct {
 
 	waiters   []*waiter
 	observers []*messages.Acquire
-	acq       acquireInFlight // state acquiring
-	retryT    timer           // state polling
+	acq       acquireInFlight  // state acquiring
+	retryT    engine.TickTimer // state polling
 	// busy is the last refusal seen: who holds the key elsewhere. A
 	// one-attempt Acquire that cannot ask the backend itself (a waiter is
 	// ahead of it) is answered with it, or, while an attempt is in flight,
@@ -46,15 +47,15 @@ type leaseActor struct {
 	// refused (defence in depth; the backends guarantee it).
 	maxToken uint64
 
-	cur     *holding // states held and renewing
-	clock   *alarms  // the alarm heap of this key (Engine.alarmsFor)
-	holdA   *alarm   // the holding's local deadline, in clock
-	renewer *renewer // the Manager's (Engine.renewer)
+	cur     *holding        // states held and renewing
+	clock   *engine.Alarms  // the alarm heap of this key (engine.Engine.AlarmsFor)
+	holdA   *engine.Alarm   // the holding's local deadline, in clock
+	renewer *engine.Renewer // the Manager's (engine.Engine.Renewer)
 
 	rel         releaseInFlight // state releasing
 	unconfirmed []*pendingRelease
 	unconfDue   bool
-	unconfT     timer
+	unconfT     engine.TickTimer
 
 	// An Inline backend (memory) is called right here rather than through
 	// the backend actor, saving two message hops per call (the renewer's
@@ -65,9 +66,9 @@ type leaseActor struct {
 	inbox     []messages.BackendResult
 }
 
-func newLeaseActor(e *Engine, en *entry) actor.Actor {
-	return &leaseActor{e: e, cfg: e.cfg, entry: en, key: en.key, immediate: e.cfg.info.Inline,
-		clock: e.alarmsFor(en.key), renewer: e.renewer}
+func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
+	return &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.Key(), immediate: e.Config().Inline(),
+		clock: e.AlarmsFor(en.Key()), renewer: e.Renewer()}
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
@@ -76,8 +77,8 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.onStopping(ctx)
 		return
 	case *actor.Stopped:
-		ctx.Send(a.e.registry, &messages.LeaseStopped{PID: a.self})
-		a.e.leases.Done()
+		ctx.Send(a.e.Registry(), &messages.LeaseStopped{PID: a.self})
+		a.e.LeaseStopped()
 		return
 	}
 	a.now = time.Now()
@@ -134,15 +135,15 @@ func (a *leaseActor) handle(ctx actor.Context, msg any) {
 	case *messages.BackendResult:
 		a.onResult(ctx, m)
 	case *messages.HoldTick:
-		if a.cur != nil && a.clock.fired(a.holdA, m.Gen) {
+		if a.cur != nil && a.clock.Fired(a.holdA, m.Gen) {
 			a.onHoldTick(ctx)
 		}
 	case *messages.RetryTick:
-		if a.retryT.fired(m.Gen) && a.state == polling {
+		if a.retryT.Fired(m.Gen) && a.state == polling {
 			a.state = idle
 		}
 	case *messages.ReleaseRetryTick:
-		if a.unconfT.fired(m.Gen) {
+		if a.unconfT.Fired(m.Gen) {
 			a.unconfDue = true
 		}
 	case *messages.WaitTimeout:
@@ -177,12 +178,12 @@ func (a *leaseActor) settle(ctx actor.Context) {
 	case a.state != idle:
 	case a.closing:
 		a.state = closed
-		ctx.Send(a.e.registry, &messages.ShutdownDone{PID: a.self})
+		ctx.Send(a.e.Registry(), &messages.ShutdownDone{PID: a.self})
 	case len(a.waiters) == 0 && len(a.unconfirmed) == 0 && a.idleAt != a.handled:
 		// Nothing held, nobody waiting: the router's sweep may retire
 		// this actor once no command has come for a whole sweep period.
 		a.idleAt = a.handled
-		a.entry.idleAt.Store(a.handled)
+		a.entry.SetIdle(a.handled)
 	}
 }
 
@@ -192,7 +193,7 @@ func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
 	a.seq++
 	m.Seq, m.ReplyTo = a.seq, a.self
 	if a.immediate {
-		a.inbox = append(a.inbox, perform(a.cfg, context.Background(), true, &m)) // m stays on the stack
+		a.inbox = append(a.inbox, engine.Perform(a.cfg, context.Background(), true, &m)) // m stays on the stack
 		return
 	}
 	a.send(ctx, m)
@@ -201,5 +202,5 @@ func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
 // send hands m to the backend actor. (A function of its own, so that only
 // this path moves the call to the heap.)
 func (a *leaseActor) send(ctx actor.Context, m messages.BackendCall) {
-	ctx.Send(a.e.backend, &m)
+	ctx.Send(a.e.Backend(), &m)
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -23,14 +24,14 @@ import (
 
 // queueRequest is w's QueueRequest for its next acquire.
 func (a *leaseActor) queueRequest(w *waiter) backend.QueueRequest {
-	pickup := a.cfg.pickup(w.m.TTL)
+	pickup := a.cfg.PickupWindow(w.m.TTL)
 	w.polls++
-	q := backend.QueueRequest{EntryTTL: entryTTL(pickup), Pickup: pickup, Poll: w.polls}
-	if a.cfg.notices {
+	q := backend.QueueRequest{EntryTTL: engine.EntryTTL(pickup), Pickup: pickup, Poll: w.polls}
+	if a.cfg.Notices() {
 		// Also before the watch is in place (the Manager just started):
 		// a notice sent once it is arrives; one sent before is lost, and
 		// the waiter's poll, within the window, picks the name up.
-		q.Notify = a.cfg.address()
+		q.Notify = a.cfg.Address()
 	}
 	return q
 }
@@ -54,11 +55,11 @@ func (a *leaseActor) onHandOff(ctx actor.Context, h backend.HandOff) {
 			// refused: the hand-off had already been taken back.
 			return
 		}
-		pickup := a.cfg.pickup(w.m.TTL)
+		pickup := a.cfg.PickupWindow(w.m.TTL)
 		// The store handed the key on after it handled the poll of number
 		// h.Poll, so after that poll was sent: the hand-off lasts at least
 		// until then plus the pickup window.
-		if deadline := localDeadline(w.pollSent, pickup); w.queued && deadline.Sub(a.now) > pickup/4 && !a.closing {
+		if deadline := engine.LocalDeadline(w.pollSent, pickup); w.queued && deadline.Sub(a.now) > pickup/4 && !a.closing {
 			a.takeHandOff(ctx, w, h, deadline, pickup)
 			return
 		}
@@ -85,7 +86,7 @@ func (a *leaseActor) takeHandOff(ctx actor.Context, w *waiter, h backend.HandOff
 	case !m.Ticket.Claim():
 		a.startRelease(ctx, w.attempt, tok, pickup, nil) // the caller gave up meanwhile
 	default:
-		a.cfg.Metrics.handedOff(true)
+		a.cfg.Metrics.HandedOff(true)
 		// ExpiresAt is for display, on the store's clock: the end of the
 		// window as this host sees it is the best it can say until the
 		// pickup renewal answers.
@@ -102,7 +103,7 @@ func (a *leaseActor) leave(w *waiter) *waiter {
 		return w
 	}
 	w.queued = false
-	ttl := entryTTL(a.cfg.pickup(w.m.TTL)) // past it, entry and hand-off are gone anyway
+	ttl := engine.EntryTTL(a.cfg.PickupWindow(w.m.TTL)) // past it, entry and hand-off are gone anyway
 	a.unconfirmed = append(a.unconfirmed, &pendingRelease{attempt: w.attempt, ttl: ttl, until: time.Now().Add(ttl)})
 	a.unconfDue = true
 	return w

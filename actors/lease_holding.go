@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,7 +26,7 @@ type holding struct {
 
 	// next is the renewal this actor has handed to the renewer (call.Seq
 	// is 0 when there is none): scheduled, or sent and not yet answered.
-	next renewal
+	next engine.Renewal
 
 	// The renewal in flight (state renewing).
 	renewSeq     uint64
@@ -42,17 +43,17 @@ func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, 
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.AutoRenew = m.AutoRenew
 	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup,
-		next: renewal{pos: -1}}
+		next: engine.NewRenewal()}
 	a.state = held
 	h.Confirm(a.cur.deadline, a.now, m.TTL, m.RenewEvery)
-	a.entry.holding.Store(h)
-	a.cfg.Metrics.heldDelta(1)
+	a.entry.SetHolding(h)
+	a.cfg.Metrics.HeldDelta(1)
 	switch {
 	case pickup:
 		// Renew to the TTL by half of what is left of the window.
 		a.scheduleRenewal(a.now.Add(deadline.Sub(a.now)/2), 0)
 	case a.cur.auto:
-		a.scheduleRenewal(a.now.Add(spread(a.cur.renewEvery)), a.renewSlack())
+		a.scheduleRenewal(a.now.Add(engine.Spread(a.cur.renewEvery)), a.renewSlack())
 	}
 	a.armHold()
 	m.Reply <- messages.AcquireReply{Holding: h}
@@ -115,9 +116,9 @@ func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	c := a.cur
 	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier (the renewer may cap slack)
 	a.seq++
-	c.next.call = messages.Renewal{Seq: a.seq, ReplyTo: a.self, Deadline: c.deadline,
+	c.next.Call = messages.Renewal{Seq: a.seq, ReplyTo: a.self, Deadline: c.deadline,
 		Renew: backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}}
-	a.renewer.schedule(&c.next, due, slack)
+	a.renewer.Schedule(&c.next, due, slack)
 }
 
 // mayShorten lowers the local deadline to what a renewal of ttl, sent at
@@ -127,7 +128,7 @@ func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 // lower it: they are sent after the one that set it.)
 func (a *leaseActor) mayShorten(sent time.Time, ttl time.Duration) {
 	c := a.cur
-	if d := localDeadline(sent, ttl); d.Before(c.deadline) {
+	if d := engine.LocalDeadline(sent, ttl); d.Before(c.deadline) {
 		c.deadline = d
 		c.h.SetDeadline(d)
 		a.armHold()
@@ -139,13 +140,13 @@ func (a *leaseActor) mayShorten(sent time.Time, ttl time.Duration) {
 // renewing), its answer awaited like any other.
 func (a *leaseActor) takeBackRenewal() {
 	c := a.cur
-	if c.next.call.Seq == 0 {
+	if c.next.Call.Seq == 0 {
 		return
 	}
-	if sent, wasSent := a.renewer.cancel(&c.next); wasSent {
-		a.renewing(c.next.call.Seq, sent, c.ttl, nil)
+	if sent, wasSent := a.renewer.Cancel(&c.next); wasSent {
+		a.renewing(c.next.Call.Seq, sent, c.ttl, nil)
 	}
-	c.next.call.Seq = 0
+	c.next.Call.Seq = 0
 }
 
 // renewSlack is how early an automatic renewal may go to join a batch: a
@@ -155,27 +156,27 @@ func (a *leaseActor) renewSlack() time.Duration { return a.cur.renewEvery / 10 }
 
 func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult) {
 	c := a.cur
-	if c != nil && a.state == held && r.Seq == c.next.call.Seq {
+	if c != nil && a.state == held && r.Seq == c.next.Call.Seq {
 		// The answer to the renewal the renewer sent.
-		a.renewing(r.Seq, a.renewer.sentAt(&c.next), c.ttl, nil)
-		c.next.call.Seq = 0
+		a.renewing(r.Seq, a.renewer.SentAt(&c.next), c.ttl, nil)
+		c.next.Call.Seq = 0
 	}
 	if a.state != renewing || r.Seq != c.renewSeq {
 		return // the holding ended meanwhile
 	}
 	a.state = held
-	a.cfg.Metrics.renewed(r.Err == nil)
+	a.cfg.Metrics.Renewed(r.Err == nil)
 	replies := c.renewReplies
 	c.renewReplies = nil
 	switch {
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
-		c.deadline = localDeadline(c.renewSent, c.renewTTL)
-		every := renewDelay(c.renewEvery, c.ttl, c.renewTTL)
+		c.deadline = engine.LocalDeadline(c.renewSent, c.renewTTL)
+		every := engine.RenewDelay(c.renewEvery, c.ttl, c.renewTTL)
 		c.h.Confirm(c.deadline, a.now, c.renewTTL, every)
 		c.pickup = false
 		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
-			a.scheduleRenewal(a.now.Add(spread(every)), a.renewSlack())
+			a.scheduleRenewal(a.now.Add(engine.Spread(every)), a.renewSlack())
 		}
 		a.armHold()
 		sendAll(replies, nil)
@@ -188,7 +189,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 			"key", a.key, "token", c.h.Token, "left", time.Until(c.deadline), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
 		if (c.auto || c.pickup) && len(c.queued) == 0 {
-			a.scheduleRenewal(time.Now().Add(renewRetryDelay(time.Until(c.deadline))), 0)
+			a.scheduleRenewal(time.Now().Add(engine.RenewRetryDelay(time.Until(c.deadline))), 0)
 		}
 	}
 	if q := c.queued; len(q) > 0 {
@@ -220,14 +221,14 @@ func (a *leaseActor) onHoldTick(ctx actor.Context) {
 // the renewer's.)
 func (a *leaseActor) armHold() {
 	if a.holdA == nil {
-		a.holdA = newAlarm(a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
+		a.holdA = engine.NewAlarm(a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
 	}
-	a.clock.arm(a.holdA, a.cur.deadline)
+	a.clock.Arm(a.holdA, a.cur.deadline)
 }
 
 // lose ends the current holding as lost, tells the subscribers, and releases
 // the key in case the backend still has it (only this holding matches).
-func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
+func (a *leaseActor) lose(ctx actor.Context, reason lease.Reason, cause error) error {
 	c := a.cur
 	err := fmt.Errorf("%w: lease %q (token %d): %w", messages.ErrLost, c.h.Name, c.h.Token, cause)
 	a.end(err, true)
@@ -237,8 +238,8 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 		return err // its caller released it first: a release is not a loss
 	}
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
-	a.cfg.Metrics.lost(reason)
-	ctx.Send(a.e.hub, &messages.Publish{Event: lease.Lost{
+	a.cfg.Metrics.Lost(reason)
+	ctx.Send(a.e.Hub(), &messages.Publish{Event: lease.Lost{
 		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: time.Now(), Err: err,
 	}})
 	return err
@@ -248,15 +249,15 @@ func (a *leaseActor) lose(ctx actor.Context, reason int, cause error) error {
 // state on (a release follows).
 func (a *leaseActor) end(err error, lost bool) {
 	c := a.cur
-	if c.next.call.Seq != 0 {
-		a.renewer.cancel(&c.next) // an answer already on its way is stale
+	if c.next.Call.Seq != 0 {
+		a.renewer.Cancel(&c.next) // an answer already on its way is stale
 	}
 	a.cur = nil
 	a.state = idle
-	a.clock.disarm(a.holdA)
+	a.clock.Disarm(a.holdA)
 	c.h.End(err, lost)
-	a.entry.holding.CompareAndSwap(c.h, nil)
-	a.cfg.Metrics.heldDelta(-1)
+	a.entry.ClearHolding(c.h)
+	a.cfg.Metrics.HeldDelta(-1)
 	sendAll(c.renewReplies, err)
 	for _, m := range c.queued {
 		m.Reply <- err

@@ -51,12 +51,12 @@ func closedReleased(h *lease.Holding) error {
 // holding, so no caller waits forever and no handle claims a key it no longer
 // renews.
 func (a *leaseActor) onStopping(ctx actor.Context) {
-	a.e.router.drop(a.entry) // commands from now on go to a new actor
+	a.e.Drop(a.entry) // commands from now on go to a new actor
 	if a.holdA != nil {
-		a.clock.disarm(a.holdA)
+		a.clock.Disarm(a.holdA)
 	}
-	a.retryT.stop()
-	a.unconfT.stop()
+	a.retryT.Stop()
+	a.unconfT.Stop()
 	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 	for _, w := range a.waiters {
 		if w.timer != nil {
@@ -66,7 +66,7 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 	}
 	a.waiters = nil
 	if c := a.cur; c != nil {
-		if a.cfg.Closing.Load() {
+		if a.cfg.Closing() {
 			// Close's context ended before this actor handled Shutdown:
 			// the holding ends as Close ends it, released; its release
 			// is not sent, and the store frees the key at its TTL.
@@ -75,7 +75,7 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 			// A panic: the holding is lost, and its release sent without
 			// waiting for an answer.
 			a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
-			ctx.Send(a.e.backend, &messages.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
+			ctx.Send(a.e.Backend(), &messages.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
 				Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token,
 			}}})
 		}

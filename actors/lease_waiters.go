@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -88,13 +89,13 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 			continue
 		}
 		if w.attempt == "" {
-			w.attempt = a.cfg.newAttempt()
+			w.attempt = a.cfg.NewAttempt()
 		}
 		a.state = acquiring
 		req := backend.AcquireRequest{
 			Key: a.key, Owner: a.cfg.Owner, Attempt: w.attempt, TTL: w.m.TTL, Metadata: w.m.Metadata, Wait: w.m.Wait != 0,
 		}
-		if a.cfg.queue && req.Wait {
+		if a.cfg.Queue() && req.Wait {
 			req.Queue = a.queueRequest(w)
 		}
 		a.call(ctx, messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire, Acquire: req}, Ctx: w.m.Ctx})
@@ -114,7 +115,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 	case r.Err != nil:
 		a.removeAt(0)
 		err := acquireError(m, r.Err)
-		if a.closing || a.cfg.Closing.Load() {
+		if a.closing || a.cfg.Closing() {
 			// Closing: the call was cancelled by Close (whose Shutdown may
 			// still be on its way to this actor), or failed meanwhile.
 			err = messages.ErrClosed
@@ -148,10 +149,10 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.state = polling
 		var pickup time.Duration // not queued: no pickup window to poll within
 		if w.queued {
-			pickup = a.cfg.pickup(m.TTL)
+			pickup = a.cfg.PickupWindow(m.TTL)
 		}
-		delay := pollDelay(w.attempts, a.cfg.notifications.Load(), pickup, a.cfg.handOffs.Load(), r.Grant.HolderExpiresIn)
-		a.retryT.arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		delay := engine.PollDelay(w.attempts, a.cfg.Notifications(), pickup, a.cfg.HandOffs(), r.Grant.HolderExpiresIn)
+		a.retryT.Arm(a.timers, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.attempts++
 
 	default:
@@ -169,16 +170,16 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, messages.ErrClosed)
 		case fenced:
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the backend granted token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))
-		case !localDeadline(a.acq.sent, m.TTL).After(a.now):
+		case !engine.LocalDeadline(a.acq.sent, m.TTL).After(a.now):
 			a.releaseThenReply(ctx, w.attempt, tok, m.TTL, m, fmt.Errorf("%w: acquire %q: the grant arrived after its local deadline (TTL %v)", messages.ErrTTLTooShort, m.Name, m.TTL))
 		case !m.Ticket.Claim():
 			// The caller gave up while the grant was on its way.
 			a.startRelease(ctx, w.attempt, tok, m.TTL, nil)
 		default:
 			if w.queued || w.handNoticed {
-				a.cfg.Metrics.handedOff(w.handNoticed)
+				a.cfg.Metrics.HandedOff(w.handNoticed)
 			}
-			a.hold(m, w.attempt, r.Grant, localDeadline(a.acq.sent, m.TTL), false)
+			a.hold(m, w.attempt, r.Grant, engine.LocalDeadline(a.acq.sent, m.TTL), false)
 		}
 	}
 }
@@ -254,7 +255,7 @@ func (a *leaseActor) dropWaiter(t *lease.Ticket, err error) {
 func (a *leaseActor) wake() {
 	switch a.state {
 	case polling:
-		a.retryT.stop()
+		a.retryT.Stop()
 		a.state = idle
 		a.waiters[0].attempts = 0
 	case acquiring:
@@ -281,7 +282,7 @@ func (a *leaseActor) removeAt(i int) *waiter {
 		w.timer()
 	}
 	if i == 0 && a.state == polling {
-		a.retryT.stop()
+		a.retryT.Stop()
 		a.state = idle
 	}
 	a.waiters[i] = nil

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/leasehold/leasehold/internal/engine"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -77,7 +78,7 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 	if a.state == polling {
 		// The head waiter is likely refused by this very holding: it
 		// retries as soon as the release is answered.
-		a.retryT.stop()
+		a.retryT.Stop()
 	}
 	p := a.unconfirmed[0]
 	a.sendRelease(ctx, releaseInFlight{p: *p, retry: p})
@@ -87,8 +88,8 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 // armReleaseRetry schedules the next try of p: backing off, and never later
 // than its TTL's end (when it is forgotten, and the actor may go idle).
 func (a *leaseActor) armReleaseRetry(p *pendingRelease) {
-	d := min(releaseRetryDelay(p.tries), max(time.Until(p.until), 0))
-	a.unconfT.arm(a.timers, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
+	d := min(engine.ReleaseRetryDelay(p.tries), max(time.Until(p.until), 0))
+	a.unconfT.Arm(a.timers, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
 }
 
 func (a *leaseActor) unconfirmedIndex(p *pendingRelease) int {
@@ -104,6 +105,6 @@ func (a *leaseActor) dropUnconfirmed(i int) {
 	a.unconfirmed = append(a.unconfirmed[:i], a.unconfirmed[i+1:]...)
 	if len(a.unconfirmed) == 0 {
 		a.unconfirmed = nil
-		a.unconfT.stop()
+		a.unconfT.Stop()
 	}
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
-// WaitForever as Acquire.Wait waits until the caller's context ends.
-const WaitForever time.Duration = -1
+// WaitForever as Acquire.Wait waits until the caller's context ends (the
+// value package leasehold exports for WithWait).
+const WaitForever = lease.WaitForever
 
 // Acquire asks for the lease on Key. It is a waiter: it joins the lease actor's
 // FIFO queue and is answered exactly once on Reply, unless the caller abandons
@@ -23,14 +24,14 @@ type Acquire struct {
 	// Wait: 0 one attempt; >0 wait up to this long; WaitForever until Ctx ends.
 	Wait   time.Duration
 	Ctx    context.Context // the caller's; its end abandons the wait
-	Ticket *lease.Ticket
+	Ticket *Ticket
 	Reply  chan<- AcquireReply
 }
 
 // AcquireReply answers Acquire: a Holding, or an error. When the lease is busy
 // Err is ErrNotAcquired and Holder / HolderExpiresAt say who has it.
 type AcquireReply struct {
-	Holding         *lease.Holding
+	Holding         *Holding
 	Err             error
 	Holder          string
 	HolderExpiresAt time.Time
@@ -40,7 +41,7 @@ type AcquireReply struct {
 // that it leaves the queue now rather than at its deadline.
 type CancelWait struct {
 	Key    string
-	Ticket *lease.Ticket
+	Ticket *Ticket
 }
 
 // Renew extends the holding (Key, Token). TTL 0 keeps the holding's TTL.
@@ -74,10 +75,10 @@ type Release struct {
 }
 
 // Subscribe adds a subscriber to the event hub.
-type Subscribe struct{ Sink *lease.Sink }
+type Subscribe struct{ Sink *Sink }
 
 // Unsubscribe removes a subscriber; the hub closes it.
-type Unsubscribe struct{ Sink *lease.Sink }
+type Unsubscribe struct{ Sink *Sink }
 
 // Shutdown (Manager.Close → registry → backend actor, then every lease
 // actor) ends the Manager's work: the backend actor cancels every call in

@@ -1,5 +1,8 @@
 // Package messages is the actor protocol of leasehold, written down in one
-// place. Reading this package top to bottom tells the whole conversation:
+// place: what the engine of package actors takes (the commands, sent with
+// actors.Engine.Send from any goroutine, a user's own protoactor-go actors
+// included) and what its actors say to each other. Reading this package top
+// to bottom tells the whole conversation:
 //
 //	public API ──commands (routed by key)──▶ lease actor (one per key)
 //	lease actor ──BackendCall──▶ backend actor ──BackendResult──▶ lease actor
@@ -17,10 +20,15 @@
 // The files: commands.go (what the public API sends), backend.go (backend
 // calls and their results), ticks.go (timers), notices.go (release notices,
 // loss events on their way to the hub), lifecycle.go (how lease actors come
-// and go), errors.go (the outcomes the protocol reports). The state the
-// messages carry and the public API shares with the actors (the Holding, the
+// and go), errors.go (the outcomes the protocol reports), state.go (the
+// state the messages carry, shared outside the message flow: the Holding, the
 // Ticket that settles a grant racing a caller who gives up, the subscriber's
-// Sink and the Lost event) is package internal/lease's.
+// Sink and the Lost event).
+//
+// The package has no variables: its errors are constants of type Error,
+// matched with errors.Is (package leasehold's sentinel errors are the same
+// values), and every type the engine defines elsewhere is named here by an
+// alias, so that it is one type wherever it is used.
 //
 // Commands from the public API carry a reply channel (buffered, size 1) rather
 // than using protoactor futures: the caller selects on it and on its context,

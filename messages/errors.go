@@ -1,42 +1,53 @@
 package messages
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
-// The outcomes the protocol reports. Package leasehold defines the public ones
-// (with the same texts) and sets these variables, and lease.ErrLost, to its
-// own values at init, so that the engine returns exactly the errors users
-// match with errors.Is.
-var (
-	ErrNotAcquired   = errors.New("leasehold: lease not acquired")
-	ErrLost          = lease.ErrLost // a Holding ends with it by itself
-	ErrReleased      = errors.New("leasehold: lease released")
-	ErrInvalidName   = errors.New("leasehold: invalid lease name")
-	ErrInvalidOption = errors.New("leasehold: invalid option")
-	ErrClosed        = errors.New("leasehold: manager closed")
+// Error is the type of the outcomes the protocol reports. They are
+// constants, defined once (package leasehold exports the same values as its
+// sentinel errors): match them with errors.Is, through any wrapping.
+type Error = lease.Error
+
+// The outcomes the protocol reports, in replies and in the errors a Holding
+// ends with.
+const (
+	// ErrNotAcquired: the key is held by another owner (AcquireReply.Holder
+	// says who) and the wait ran out.
+	ErrNotAcquired = lease.ErrNotAcquired
+	// ErrLost: a holding ended without its owner releasing it (a Holding
+	// also ends with it by itself when its local deadline passes).
+	ErrLost = lease.ErrLost
+	// ErrReleased: a holding ended because its owner released it.
+	ErrReleased = lease.ErrReleased
+	// ErrInvalidName: a name or key the engine cannot use.
+	ErrInvalidName = lease.ErrInvalidName
+	// ErrInvalidOption: an option out of range; nothing was done.
+	ErrInvalidOption = lease.ErrInvalidOption
+	// ErrClosed: Shutdown has been handled; nothing more is done.
+	ErrClosed = lease.ErrClosed
 
 	// ErrTokenNotIncreasing: the backend granted a token not above one
 	// seen before for the same name (a store that broke its fencing
 	// promise). The grant is released and refused.
-	ErrTokenNotIncreasing = errors.New("leasehold: fencing token did not increase")
+	ErrTokenNotIncreasing = lease.ErrTokenNotIncreasing
 
 	// ErrTTLTooShort: a grant came back after its own local deadline (the
 	// TTL minus the safety margin, counted from the request): the backend's
 	// latency used up the whole TTL. The grant is released and refused.
-	ErrTTLTooShort = errors.New("leasehold: TTL too short for the backend's latency")
+	ErrTTLTooShort = lease.ErrTTLTooShort
 
-	// ErrStale answers a Renew for a holding the lease actor no longer has
-	// (it ended while the command was on its way); the caller then reports
-	// how its handle ended.
-	ErrStale = errors.New("leasehold: holding already ended")
+	// ErrStale answers a Renew or StopRenewing for a holding the lease
+	// actor no longer has (it ended while the command was on its way); the
+	// caller then reports how its handle ended.
+	ErrStale = lease.ErrStale
 )
 
-// Released is the error a holding ends with when its owner releases it. It
-// is built on every release, so it formats only when read.
+// Released is the error a holding ends with when its owner releases it
+// (wrapping ErrReleased). It is built on every release, so it formats only
+// when read.
 func Released(name string, token uint64) error {
 	return &endedError{kind: ErrReleased, name: name, token: token}
 }

@@ -2,7 +2,6 @@ package messages
 
 import (
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // ReleaseNotice (backend actor → lease actor, routed by key) says some owner, in
@@ -16,7 +15,7 @@ type ReleaseNotice struct{ Key string }
 type HandOffNotice struct{ HandOff backend.HandOff }
 
 // Publish (lease actor → event hub) hands a loss to every subscriber.
-type Publish struct{ Event lease.Lost }
+type Publish struct{ Event Lost }
 
 func (*ReleaseNotice) IgnoreDeadLetterLogging() {}
 func (*HandOffNotice) IgnoreDeadLetterLogging() {}

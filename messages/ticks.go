@@ -1,9 +1,5 @@
 package messages
 
-import (
-	"github.com/leasehold/leasehold/internal/lease"
-)
-
 // Timer ticks a lease actor sends itself (scheduler.SendOnce). Gen is the
 // generation the timer was armed with; a tick from a timer that was cancelled
 // or re-armed since carries an older generation and is ignored, so a late tick
@@ -21,7 +17,7 @@ type RetryTick struct{ Gen uint64 }
 type ReleaseRetryTick struct{ Gen uint64 }
 
 // WaitTimeout: the wait of the Acquire behind Ticket has run out.
-type WaitTimeout struct{ Ticket *lease.Ticket }
+type WaitTimeout struct{ Ticket *Ticket }
 
 func (*HoldTick) IgnoreDeadLetterLogging()         {}
 func (*RetryTick) IgnoreDeadLetterLogging()        {}

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/roundtrip"
 )
 
 // ErrClosed is returned (wrapped) by every call made after Close.
@@ -32,14 +33,12 @@ type Backend struct {
 	handOffArg string
 
 	// closing ends every running WatchReleases, and the idle I/O goroutines
-	// of io, when Close is called.
+	// of trips, when Close is called.
 	closing context.Context
 	close   context.CancelFunc
 	once    sync.Once
-	io      *ioPool
-	// abandoned are the round trips whose callers' contexts ended first
-	// (roundTrip).
-	abandoned abandonedTrips
+	// trips runs every call's round trips (roundTrip).
+	trips *roundtrip.Runner
 	// slotMap says that a ClusterClient has its slot map, so that Shard can
 	// read it without waiting for it to load.
 	slotMap atomic.Bool
@@ -101,7 +100,7 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 		b.handOffArg = b.handOffPrefix()
 	}
 	b.closing, b.close = context.WithCancel(context.Background())
-	b.io = newIOPool(b.closing.Done())
+	b.trips = roundtrip.New(b.closing.Done())
 	if !cfg.allowEviction {
 		if err := b.checkEviction(ctx); err != nil {
 			b.close()

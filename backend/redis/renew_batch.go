@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/roundtrip"
 )
 
 // maxRenewChunk bounds the renewals of one renew_many call. A script blocks
@@ -248,7 +249,7 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 	}
 	// The outcome of each group: written by its trip, read once it is done.
 	type outcome struct {
-		trip    *trip
+		trip    *roundtrip.Trip
 		names   []string
 		results []backend.RenewResult
 		err     error
@@ -259,13 +260,13 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 			outs[g].names = append(outs[g].names, rs[i].Key)
 		}
 	}
-	if err := b.abandoned.wait(ctx, names); err != nil {
+	if err := b.trips.Wait(ctx, names); err != nil {
 		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
 	}
 	for g, node := range order {
 		o, idx := &outs[g], groups[node]
 		o.results = make([]backend.RenewResult, len(rs))
-		o.trip = b.startTrip(ctx, func(ctx context.Context) {
+		o.trip = b.trips.Start(ctx, func(ctx context.Context) {
 			chunks := renewChunks(rs, keys, idx, true)
 			if o.err = b.renewRound(ctx, node, chunks); o.err != nil {
 				b.reloadAfter(ctx, o.err)
@@ -277,7 +278,7 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 	faults := make([]error, len(order))
 	for g, node := range order {
 		o := &outs[g]
-		if err := b.awaitTrip(ctx, o.trip, o.names); err != nil {
+		if err := b.trips.Await(ctx, o.trip, o.names); err != nil {
 			faults[g] = err
 		} else {
 			faults[g] = o.err
@@ -291,7 +292,7 @@ func (b *Backend) renewPerMaster(ctx context.Context, cc *goredis.ClusterClient,
 		}
 	}
 	if len(order) > 0 && len(order) == countErrs(faults) {
-		if err := ended(ctx); err != nil {
+		if err := roundtrip.Ended(ctx); err != nil {
 			return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), err)
 		}
 		return nil, fmt.Errorf("redis: renew batch of %d: %w", len(sent), errors.Join(faults...))

@@ -42,7 +42,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		return backend.Grant{}, err
 	}
 	var res acquireResult
-	err := b.retry(ctx, "acquire", func(ctx context.Context) error {
+	err := b.retry(ctx, "acquire", []string{r.Key}, func(ctx context.Context) error {
 		var err error
 		res, err = b.acquireOnce(ctx, r)
 		return err

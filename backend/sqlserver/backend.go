@@ -5,10 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/roundtrip"
 )
 
 // Backend is the SQL Server lease store. It is safe for concurrent use.
@@ -25,6 +27,12 @@ type Backend struct {
 	replica *sql.DB
 
 	lastSweep atomic.Int64 // unix nanoseconds of the last acquire that swept
+
+	// trips runs every call's queries, so that the call ends with its
+	// context (call); closing ends its idle I/O goroutines.
+	trips     *roundtrip.Runner
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -48,6 +56,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	closing := make(chan struct{})
 	return &Backend{
 		db:      db,
 		names:   names,
@@ -55,6 +64,8 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 		cfg:     cfg,
 		log:     cfg.logger.With("backend", "sqlserver", "table", names.String()),
 		replica: cfg.replica,
+		trips:   roundtrip.New(closing),
+		closing: closing,
 	}, nil
 }
 
@@ -64,9 +75,13 @@ func (b *Backend) Info() backend.Info {
 	return backend.Info{Name: "sqlserver", ProcessLocal: false, Queue: true}
 }
 
-// Close does nothing: the backend owns no resources of its own, and the
-// *sql.DB handles belong to the caller.
-func (b *Backend) Close() error { return nil }
+// Close ends the backend's idle I/O goroutines; a query abandoned by its
+// caller still finishes in the background. The *sql.DB handles belong to
+// the caller: Close leaves them open.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() { close(b.closing) })
+	return nil
+}
 
 // ttlMicros converts a TTL to whole microseconds, rounding up so that the
 // store's expiry is never earlier than asked. Sent as BIGINT, it cannot

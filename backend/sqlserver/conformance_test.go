@@ -19,7 +19,7 @@ import (
 // TestConformance runs the backend conformance suite against the SQL Server
 // of LEASEHOLD_SQLSERVER_DSN, on a table of its own (every subtest uses keys
 // of its own), and through a fault proxy to it for the rows that black-hole
-// the link (skipped for now: the backend fails them). Skipped when the
+// the link. Skipped when the
 // variable is unset: there is no SQL Server on the development and CI
 // machines.
 func TestConformance(t *testing.T) {
@@ -33,9 +33,6 @@ func TestConformance(t *testing.T) {
 	}
 	o := realServerOptions(t, db)
 	o.Blackhole = func(t *testing.T) (backend.Backend, func()) {
-		t.Skip("known: the SQL Server backend does not end its calls with their context on a black-holed link yet " +
-			"(go-mssqldb's login ignores its context; a cancelled query waits for the server's confirmation): " +
-			"see TestBlackholedLinkEndsCallsWithTheirContext")
 		db, blackhole := blackholedDB(t)
 		b, err := New(db, WithTable(n.schema, n.table))
 		if err != nil {

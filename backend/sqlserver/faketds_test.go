@@ -234,6 +234,7 @@ func TestDroppedConnectionsAreRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { b.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			_, err = b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
@@ -265,6 +266,7 @@ func TestDelayedDurabilityErrorFromTheDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
@@ -400,6 +402,7 @@ func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { b.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "me", Attempt: "a", TTL: time.Minute})
@@ -415,34 +418,56 @@ func TestAcquireAnswerThroughTheDriver(t *testing.T) {
 
 // The conformance suites' black-holed link, on the fake server: the proxy
 // carries the driver's connections (the first batch reaches the server),
-// and once it is black-holed an Acquire ends with its context, with its
-// error, and nothing more reaches the server.
-//
-// It fails today, so it is skipped: go-mssqldb's login ignores its context
-// (a new connection on a black-holed link waits for the DSN's "connection
-// timeout", by default for ever), and a cancelled query waits for the
-// server to confirm the cancellation (seconds). The SQL Server backend does
-// not end its calls with their context yet; the README says so.
+// and once it is black-holed every call ends with its context, with its
+// error, and nothing more reaches the server. Each call names a key of its
+// own, so that it waits on the driver rather than behind the abandoned
+// calls before it.
 func TestBlackholedLinkEndsCallsWithTheirContext(t *testing.T) {
-	t.Skip("known: go-mssqldb's login ignores its context, and a cancelled query waits for the server's confirmation")
 	f := newFakeTDS(t, func(c net.Conn) { c.Close() })
 	db, blackhole := proxiedDB(t, "sqlserver://sa:x@"+f.ln.Addr().String()+"?encrypt=disable&dial+timeout=10")
 	b, err := New(db, WithRetry(1, time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	acquire := func(ctx context.Context) error {
-		_, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "o", Attempt: "a", TTL: time.Second})
-		return err
+	t.Cleanup(func() { b.Close() })
+	var n atomic.Int64
+	key := func() string { return fmt.Sprintf("k%d", n.Add(1)) }
+	renew := func() backend.RenewRequest {
+		return backend.RenewRequest{Key: key(), Owner: "o", Attempt: "a", Token: 1, TTL: time.Second}
+	}
+	calls := []struct {
+		name string
+		fn   func(ctx context.Context) error
+	}{
+		{"Acquire", func(ctx context.Context) error {
+			_, err := b.Acquire(ctx, backend.AcquireRequest{Key: key(), Owner: "o", Attempt: "a", TTL: time.Second})
+			return err
+		}},
+		{"Renew", func(ctx context.Context) error { _, err := b.Renew(ctx, renew()); return err }},
+		{"Release", func(ctx context.Context) error {
+			return b.Release(ctx, backend.ReleaseRequest{Key: key(), Owner: "o", Attempt: "a", Token: 1})
+		}},
+		{"Inspect", func(ctx context.Context) error { _, _, err := b.Inspect(ctx, key()); return err }},
+		{"List", func(ctx context.Context) error {
+			return b.List(ctx, key(), func(backend.Holding) bool { return true })
+		}},
+		{"Revoke", func(ctx context.Context) error { _, _, err := b.Revoke(ctx, key(), 1); return err }},
+		{"RenewBatch", func(ctx context.Context) error {
+			_, err := b.RenewBatch(ctx, []backend.RenewRequest{renew(), renew()})
+			return err
+		}},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := acquire(ctx); err == nil || f.batches.Load() != 1 {
+	if err := calls[0].fn(ctx); err == nil || f.batches.Load() != 1 {
 		t.Fatalf("through the proxy: %v with %d batches at the server; want the dropped connection's error after one", err, f.batches.Load())
 	}
 	blackhole()
-	for _, cancelled := range []bool{true, false} {
-		backendtest.EndsWithContext(t, cancelled, acquire)
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			t.Run("Cancelled", func(t *testing.T) { backendtest.EndsWithContext(t, true, c.fn) })
+			t.Run("Deadline", func(t *testing.T) { backendtest.EndsWithContext(t, false, c.fn) })
+		})
 	}
 	if n := f.batches.Load(); n != 1 {
 		t.Errorf("%d batches reached the server through the black hole", n-1)

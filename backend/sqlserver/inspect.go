@@ -18,7 +18,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holding, h
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holding{}, false, err
 	}
-	err = b.retry(ctx, "inspect", func(ctx context.Context) error {
+	err = b.retry(ctx, "inspect", []string{key}, func(ctx context.Context) error {
 		rows, err := b.db.QueryContext(ctx, b.q.inspect, sql.Named("name", key))
 		if err != nil {
 			return err
@@ -46,35 +46,47 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 		// Longer than any key: nothing can match.
 		return ctx.Err()
 	}
-	var rows *sql.Rows
-	err := b.retry(ctx, "list", func(ctx context.Context) error {
+	var hs []backend.Holding
+	err := b.retry(ctx, "list", nil, func(ctx context.Context) error {
 		var err error
-		rows, err = b.db.QueryContext(ctx, b.q.list, sql.Named("prefix", prefix))
+		hs, err = b.listOnce(ctx, prefix)
 		return err
 	})
 	if err != nil {
 		b.logFailure(ctx, "list failed", err, "prefix", prefix)
 		return fmt.Errorf("sqlserver: list %q: %w", prefix, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var key string
-		h, err := scanHolding(rows, &key)
-		if err != nil {
-			return fmt.Errorf("sqlserver: list %q: %w", prefix, err)
-		}
-		h.Key = key
-		if !strings.HasPrefix(key, prefix) {
-			return fmt.Errorf("sqlserver: list %q: the server returned key %q, which lacks the prefix", prefix, key)
-		}
+	for _, h := range hs {
 		if !fn(h) {
 			return nil
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlserver: list %q: %w", prefix, err)
-	}
 	return nil
+}
+
+// listOnce reads every live holding whose key starts with prefix. It reads
+// them all before List calls fn, so that fn runs on the caller's goroutine
+// and never after the caller's context ended.
+func (b *Backend) listOnce(ctx context.Context, prefix string) ([]backend.Holding, error) {
+	rows, err := b.db.QueryContext(ctx, b.q.list, sql.Named("prefix", prefix))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var hs []backend.Holding
+	for rows.Next() {
+		var key string
+		h, err := scanHolding(rows, &key)
+		if err != nil {
+			return nil, err
+		}
+		h.Key = key
+		if !strings.HasPrefix(key, prefix) {
+			return nil, fmt.Errorf("the server returned key %q, which lacks the prefix", key)
+		}
+		hs = append(hs, h)
+	}
+	return hs, rows.Err()
 }
 
 // Revoke ends the live holding of key when its token is token (0: whichever
@@ -94,14 +106,18 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	if !ok {
 		return backend.Holding{}, false, nil // never issued, so not live
 	}
-	rows, err := b.db.QueryContext(ctx, b.q.revoke, sql.Named("name", key), sql.Named("token", t))
 	var (
 		h       backend.Holding
 		removed bool
 	)
-	if err == nil {
+	err := b.call(ctx, []string{key}, func(ctx context.Context) error {
+		rows, err := b.db.QueryContext(ctx, b.q.revoke, sql.Named("name", key), sql.Named("token", t))
+		if err != nil {
+			return err
+		}
 		h, removed, err = scanOneHolding(rows, key)
-	}
+		return err
+	})
 	if err != nil {
 		b.logFailure(ctx, "revoke failed", err, "key", key, "token", token)
 		return backend.Holding{}, false, fmt.Errorf("sqlserver: revoke %q: %w", key, err)

@@ -33,5 +33,6 @@ func newMockBackend(t *testing.T, opts ...Option) (*Backend, sqlmock.Sqlmock) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	return b, mock
 }

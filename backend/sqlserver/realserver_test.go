@@ -45,6 +45,7 @@ func newRealBackend(t *testing.T, opts ...Option) (*Backend, *sql.DB, objectName
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	return b, db, n
 }
 
@@ -246,6 +247,7 @@ func TestRealServerUpgradesPreviousTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "old", Attempt: "new-1", TTL: time.Minute,
 		Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute}})
 	if err != nil || g.Acquired || g.Holder != "old" || g.HolderExpiresIn <= 0 || !g.Queued {

@@ -36,7 +36,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		token = -1
 	}
 	var res releaseResult
-	err := b.retry(ctx, "release", func(ctx context.Context) error {
+	err := b.retry(ctx, "release", []string{r.Key}, func(ctx context.Context) error {
 		var err error
 		res, err = b.releaseOnce(ctx, r, token)
 		return err

@@ -23,7 +23,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 		grant backend.Grant
 		held  bool
 	)
-	err := b.retry(ctx, "renew", func(ctx context.Context) error {
+	err := b.retry(ctx, "renew", []string{r.Key}, func(ctx context.Context) error {
 		var err error
 		grant, held, err = b.renewOnce(ctx, r, token)
 		return err

@@ -52,7 +52,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 	renewed := map[int]backend.Grant{}
 	for start := 0; start < len(send); start += maxBatchRenewals {
 		chunk := send[start:min(start+maxBatchRenewals, len(send))]
-		err := b.retry(ctx, "renew batch", func(ctx context.Context) error {
+		err := b.retry(ctx, "renew batch", chunkNames(rs, chunk), func(ctx context.Context) error {
 			got, err := b.renewChunk(ctx, rs, chunk)
 			if err == nil {
 				for i, g := range got {
@@ -209,3 +209,12 @@ INNER JOIN @req AS r
     AND r.TtlUs = {ttl}
 WHERE l.ExpiresAtUtc > @now;
 `
+
+// chunkNames are the keys of the requests rs[idx...].
+func chunkNames(rs []backend.RenewRequest, idx []int) []string {
+	names := make([]string, len(idx))
+	for j, i := range idx {
+		names[j] = rs[i].Key
+	}
+	return names
+}

@@ -104,7 +104,9 @@ func (b *Backend) readReplica(ctx context.Context, key, owner string, token int6
 		gotOwner string
 		gotToken int64
 	)
-	err := b.replica.QueryRowContext(ctx, b.q.replica, sql.Named("name", key)).Scan(&got, &gotOwner, &gotToken)
+	err := b.call(ctx, nil, func(ctx context.Context) error {
+		return b.replica.QueryRowContext(ctx, b.q.replica, sql.Named("name", key)).Scan(&got, &gotOwner, &gotToken)
+	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return replicaBehind, nil

@@ -113,14 +113,14 @@ func (p retryPolicy) delay(n int) time.Duration {
 	return backoff.Policy{Base: p.base, Cap: p.max, Jitter: backoff.HalfJitter}.Delay(n - 1)
 }
 
-// retry runs fn until it succeeds, fails with a non-transient error, has run
+// retry runs fn (through call, on names) until it succeeds, fails with a non-transient error, has run
 // p.attempts times, or the next pause would end after ctx's deadline. An
 // error of ctx itself is never retried: when ctx has ended, the returned
 // error wraps ctx.Err().
-func (b *Backend) retry(ctx context.Context, op string, fn func(context.Context) error) error {
+func (b *Backend) retry(ctx context.Context, op string, names []string, fn func(context.Context) error) error {
 	p := b.cfg.retry
 	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
+		err := b.call(ctx, names, fn)
 		if err == nil {
 			return nil
 		}

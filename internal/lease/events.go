@@ -5,20 +5,40 @@ import (
 	"time"
 )
 
-// Reasons a holding is lost (package leasehold exposes them as LostReason).
+// Reason says why a holding was lost. Package leasehold exports it as
+// LostReason, with these constants.
+type Reason int
+
 const (
-	// ReasonExpired: no renewal was confirmed before the local deadline.
-	ReasonExpired = 1
-	// ReasonRejected: the backend said the holding no longer exists.
-	ReasonRejected = 2
+	// ReasonExpired: no renewal was confirmed before the local deadline
+	// (backend unreachable, slow, or auto-renewal off).
+	ReasonExpired Reason = 1
+	// ReasonRejected: the backend said another owner holds the lease or it
+	// expired there.
+	ReasonRejected Reason = 2
 )
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonExpired:
+		return "expired"
+	case ReasonRejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// WaitForever, as an Acquire's wait, waits until the caller's context ends.
+// Package leasehold exports it for WithWait, package messages for
+// messages.Acquire.Wait: the one value both hand to the lease actor.
+const WaitForever time.Duration = -1
 
 // Lost describes the end of a holding that its owner did not choose.
 type Lost struct {
 	Name   string
 	Owner  string
 	Token  uint64
-	Reason int
+	Reason Reason
 	At     time.Time
 	Err    error
 }

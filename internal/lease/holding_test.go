@@ -38,7 +38,6 @@ func TestHoldingPastItsDeadlineIsLost(t *testing.T) {
 }
 
 func TestReleasedHoldingIsNotLost(t *testing.T) {
-	ErrReleased := errors.New("leasehold: lease released") // messages.ErrReleased, which imports this package
 	h := NewHolding("job", "job", "o1", "a1", "", 7, time.Now())
 	h.SetDeadline(time.Now().Add(time.Hour))
 	if !h.End(ErrReleased, false) {

@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"context"
@@ -13,8 +13,9 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Config is what every actor of one Manager shares. It is read-only once the
-// registry is spawned.
+// Config is what every actor of one Manager shares. Its exported fields are
+// set before Start and read-only after; the engine's own state in it
+// (unexported, atomic) is read through methods (seam.go).
 type Config struct {
 	Owner   string
 	Backend backend.Backend
@@ -30,10 +31,10 @@ type Config struct {
 	// Metrics records what the engine does (nil: nothing).
 	Metrics *Metrics
 
-	// Closing is set by Manager.Close before anything else: a lease actor
-	// stopped before it handled Shutdown (Close's context had ended) ends
-	// its holding as released, not lost.
-	Closing atomic.Bool
+	// closing is set by Engine.Shutdown before anything else: a lease
+	// actor stopped before it handled Shutdown (Close's context had ended)
+	// ends its holding as released, not lost.
+	closing atomic.Bool
 
 	// notifications is true while the backend announces releases; waiters
 	// poll less often then.
@@ -41,7 +42,7 @@ type Config struct {
 
 	// Pickup is the pickup window of a hand-off to this Manager's waiters
 	// on a Queue store (0: DefaultPickup); a lease's is at most a quarter
-	// of its TTL (Config.pickup).
+	// of its TTL (Config.pickup, Config.PickupWindow).
 	Pickup time.Duration
 	// info is the backend's Info, read once at Start: the engine decides
 	// from it alone what to use of the backend. queue: the store keeps a
@@ -86,7 +87,7 @@ func (c *Config) observe(op string, start time.Time, err error, callerCtx contex
 			c.lastFailure.Store(nil)
 		}
 	case callerCtx != nil && callerCtx.Err() != nil:
-	case c.Closing.Load():
+	case c.closing.Load():
 	default:
 		c.lastFailure.Store(&CallFailure{Op: op, At: time.Now(), Err: err})
 	}
@@ -119,10 +120,10 @@ func (c *Config) pickup(ttl time.Duration) time.Duration {
 	return max(min(p, ttl/4), time.Millisecond)
 }
 
-// entryTTL is how long a queue entry outlives the acquire that renewed it: a
+// EntryTTL is how long a queue entry outlives the acquire that renewed it: a
 // few poll periods (the longest a queued waiter waits between polls is the
 // pickup window or pollCapNotified), so that only a dead waiter's lapses.
-func entryTTL(pickup time.Duration) time.Duration {
+func EntryTTL(pickup time.Duration) time.Duration {
 	return 3 * max(pickup, pollCapNotified)
 }
 

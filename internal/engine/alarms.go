@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"container/heap"

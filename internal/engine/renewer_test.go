@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func sink(t *testing.T, size int) (*renewer, <-chan []messages.Renewal) {
 }
 
 func newRenewal(seq uint64) *renewal {
-	return &renewal{pos: -1, call: messages.Renewal{Seq: seq}}
+	return &renewal{pos: -1, Call: messages.Renewal{Seq: seq}}
 }
 
 // Renewals that may go early go with the one that is due, in batches of at
@@ -42,7 +42,7 @@ func TestRenewerBatchesWhatMayGoEarly(t *testing.T) {
 	for _, n := range []*renewal{a, b, c} {
 		sent := r.sentAt(n)
 		if sent.IsZero() || sent.Before(n.early) {
-			t.Errorf("renewal %d sent at %v, before %v", n.call.Seq, sent, n.early)
+			t.Errorf("renewal %d sent at %v, before %v", n.Call.Seq, sent, n.early)
 		}
 	}
 }
@@ -169,11 +169,11 @@ func TestRenewerSendsTheRenewalThatSetsOffACompaction(t *testing.T) {
 		r.schedule(m, time.Now(), 0)
 		select {
 		case batch := <-got:
-			if len(batch) != 1 || batch[0].Seq != m.call.Seq {
-				t.Fatalf("sent %v, want renewal %d alone", batch, m.call.Seq)
+			if len(batch) != 1 || batch[0].Seq != m.Call.Seq {
+				t.Fatalf("sent %v, want renewal %d alone", batch, m.Call.Seq)
 			}
 		case <-time.After(10 * time.Second): // it goes within a slot when it is kept
-			t.Fatalf("renewal %d (after %d stale slots and %d renewals sent) was never sent", m.call.Seq, 200, i)
+			t.Fatalf("renewal %d (after %d stale slots and %d renewals sent) was never sent", m.Call.Seq, 200, i)
 		}
 		for j := range 3 { // more stale slots before the next one
 			r.schedule(n, later.Add(time.Duration(1000+3*i+j)*slotWidth), 0)

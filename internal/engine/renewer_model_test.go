@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"fmt"
@@ -142,7 +142,7 @@ func (w *renewerModel) schedule(i int) {
 		slack = time.Duration(w.rng.Int64N(int64(400 * time.Millisecond)))
 	}
 	w.seq++
-	w.ns[i].call = messages.Renewal{Seq: w.seq}
+	w.ns[i].Call = messages.Renewal{Seq: w.seq}
 	w.r.schedule(w.ns[i], due, slack)
 	w.m[i] = modelRenewal{scheduled: true, seq: w.seq, due: due, early: due.Add(-min(slack, w.window))}
 }
@@ -171,7 +171,7 @@ func (w *renewerModel) churn(k int) {
 	n := &renewal{pos: -1}
 	for range k {
 		w.seq++
-		n.call = messages.Renewal{Seq: w.seq}
+		n.Call = messages.Renewal{Seq: w.seq}
 		w.r.schedule(n, w.clock.Now().Add(time.Hour+time.Duration(w.rng.Int64N(int64(time.Hour)))), 0)
 		w.r.cancel(n)
 	}

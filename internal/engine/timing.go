@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"math/rand/v2"
@@ -14,9 +14,9 @@ func safetyMargin(ttl time.Duration) time.Duration {
 	return min(ttl/10, time.Second)
 }
 
-// localDeadline is when a holding must count as lost without a confirmed
+// LocalDeadline is when a holding must count as lost without a confirmed
 // renewal: the moment the request was sent, plus TTL, minus the margin.
-func localDeadline(sent time.Time, ttl time.Duration) time.Time {
+func LocalDeadline(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(ttl - safetyMargin(ttl))
 }
 
@@ -26,30 +26,30 @@ func localDeadline(sent time.Time, ttl time.Duration) time.Time {
 // renewal to be late by).
 func MaxRenewEvery(ttl time.Duration) time.Duration { return ttl - 2*safetyMargin(ttl) }
 
-// renewDelay is the time to the next auto-renewal after a renewal of ttl:
+// RenewDelay is the time to the next auto-renewal after a renewal of ttl:
 // renewEvery, scaled when an explicit Renew chose another TTL, and never
 // more than such a TTL can keep (the margin is not a fixed share of the TTL,
 // so a period that fits the acquire's TTL may not fit a shorter one).
-func renewDelay(renewEvery, acquireTTL, ttl time.Duration) time.Duration {
+func RenewDelay(renewEvery, acquireTTL, ttl time.Duration) time.Duration {
 	if ttl == acquireTTL {
 		return renewEvery
 	}
 	return min(time.Duration(float64(renewEvery)*float64(ttl)/float64(acquireTTL)), MaxRenewEvery(ttl))
 }
 
-// spread shortens a renewal period by up to a tenth at random, so that leases
+// Spread shortens a renewal period by up to a tenth at random, so that leases
 // acquired together do not all renew in the same millisecond.
-func spread(d time.Duration) time.Duration {
+func Spread(d time.Duration) time.Duration {
 	if d < 10 {
 		return d
 	}
 	return d - rand.N(d/10)
 }
 
-// renewRetryDelay is the pause before retrying an unconfirmed renewal: a
+// RenewRetryDelay is the pause before retrying an unconfirmed renewal: a
 // quarter of the time left, at most a second, so several tries fit before the
 // deadline.
-func renewRetryDelay(left time.Duration) time.Duration {
+func RenewRetryDelay(left time.Duration) time.Duration {
 	return backoff.HalfJitter.Apply(max(min(left/4, time.Second), time.Millisecond))
 }
 
@@ -67,7 +67,7 @@ const (
 // lockstep.
 var pollBackoff = backoff.Policy{Base: pollFirst, Cap: pollCapPolling, Jitter: backoff.HalfJitter}
 
-// pollDelay is the pause before the next attempt after `attempt` refusals,
+// PollDelay is the pause before the next attempt after `attempt` refusals,
 // and never later than just after the holder's expiry (expiry sends no
 // notification). Without release notifications it backs off exponentially
 // from a few milliseconds, with jitter. With them, a release wakes the waiter
@@ -85,7 +85,7 @@ var pollBackoff = backoff.Policy{Base: pollFirst, Cap: pollCapPolling, Jitter: b
 // unknown). It is a duration, never a store timestamp compared with the local
 // clock: a store whose clock disagrees with this host's must not make waiters
 // poll every millisecond (or sleep for the skew).
-func pollDelay(attempt int, notified bool, pickup time.Duration, handOffs bool, holderLeft time.Duration) time.Duration {
+func PollDelay(attempt int, notified bool, pickup time.Duration, handOffs bool, holderLeft time.Duration) time.Duration {
 	d := pollBackoff.Delay(attempt)
 	if notified {
 		d = backoff.HalfJitter.Apply(pollCapNotified)
@@ -108,11 +108,11 @@ func pollDelay(attempt int, notified bool, pickup time.Duration, handOffs bool, 
 // doubling to 5 s, with half jitter.
 var releaseBackoff = backoff.Policy{Base: 50 * time.Millisecond, Cap: 5 * time.Second, Jitter: backoff.HalfJitter}
 
-// releaseRetryDelay is the pause before sending an unconfirmed release again
+// ReleaseRetryDelay is the pause before sending an unconfirmed release again
 // after tries sends: in [d/2, d) for d = min(50ms·2^tries, 5s).
-func releaseRetryDelay(tries int) time.Duration { return releaseBackoff.Delay(tries) }
+func ReleaseRetryDelay(tries int) time.Duration { return releaseBackoff.Delay(tries) }
 
 // HealthSlack is how late a renewal may be confirmed before Manager.HealthCheck
-// reports it: the renew period plus this (the batching wait, the spread and a
+// reports it: the renew period plus this (the batching wait, the Spread and a
 // round trip fit in it).
 func HealthSlack(ttl time.Duration) time.Duration { return safetyMargin(ttl) }

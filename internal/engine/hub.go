@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"github.com/asynkron/protoactor-go/actor"

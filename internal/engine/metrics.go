@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -29,7 +30,7 @@ type Metrics struct {
 	acquireOutcome map[string][]metric.RecordOption
 	renewOK        []metric.AddOption
 	renewFailed    []metric.AddOption
-	lossReason     map[int][]metric.AddOption
+	lossReason     map[lease.Reason][]metric.AddOption
 	callAdd        map[[2]string][]metric.AddOption
 	callRecord     map[[2]string][]metric.RecordOption
 	inc            []metric.AddOption // none
@@ -63,7 +64,7 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	meter := p.Meter("github.com/leasehold/leasehold")
 	m := &Metrics{
 		acquireOutcome: map[string][]metric.RecordOption{},
-		lossReason:     map[int][]metric.AddOption{},
+		lossReason:     map[lease.Reason][]metric.AddOption{},
 		callAdd:        map[[2]string][]metric.AddOption{},
 		callRecord:     map[[2]string][]metric.RecordOption{},
 	}
@@ -99,8 +100,8 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	}
 	m.viaNotice, m.viaPoll = via("notice"), via("poll")
 	m.renewOK, m.renewFailed = []metric.AddOption{set(outcome("ok"))}, []metric.AddOption{set(outcome("failed"))}
-	m.lossReason[1] = []metric.AddOption{set(attribute.String("leasehold.reason", "expired"))}
-	m.lossReason[2] = []metric.AddOption{set(attribute.String("leasehold.reason", "rejected"))}
+	m.lossReason[lease.ReasonExpired] = []metric.AddOption{set(attribute.String("leasehold.reason", "expired"))}
+	m.lossReason[lease.ReasonRejected] = []metric.AddOption{set(attribute.String("leasehold.reason", "rejected"))}
 	for _, op := range []string{opAcquire, opRenew, opRelease, opRenewBatch} {
 		for _, o := range []string{callOK, callNotHeld, callError} {
 			attrs := set(attribute.String("leasehold.operation", op), outcome(o))
@@ -152,7 +153,7 @@ func (m *Metrics) handedOff(byNotice bool) {
 	}
 }
 
-func (m *Metrics) lost(reason int) {
+func (m *Metrics) lost(reason lease.Reason) {
 	if m != nil {
 		m.losses.Add(context.Background(), 1, m.lossReason[reason]...)
 	}

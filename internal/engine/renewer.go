@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"sync"
@@ -61,7 +61,7 @@ const slotWidth = 10 * time.Millisecond
 // Between schedule and the send, or cancel, only the renewer writes it (its
 // lease actor reads call.Seq, which the renewer never writes).
 type renewal struct {
-	call  messages.Renewal // what to send
+	Call  messages.Renewal // what to send (the lease actor writes it before Schedule)
 	due   time.Time        // it goes by then
 	early time.Time        // it may go from then on, to join a batch
 	slot  int64            // its bucket
@@ -236,7 +236,7 @@ func (r *renewer) fire() {
 			if batch == nil {
 				batch = make([]messages.Renewal, 0, min(r.size, len(b)))
 			}
-			batch = append(batch, n.call)
+			batch = append(batch, n.Call)
 			if len(batch) == r.size {
 				batches, batch = append(batches, batch), nil
 			}

@@ -1,4 +1,4 @@
-package actors
+package engine
 
 import (
 	"hash/maphash"
@@ -53,8 +53,9 @@ type Engine struct {
 	spawning   *entry
 }
 
-// Start spawns the actors of one Manager in root's system.
-func Start(root *actor.RootContext, cfg *Config) *Engine {
+// Start spawns the actors of one Manager in root's system; newLease makes
+// the lease actor of an entry (package actors' lease actor).
+func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) actor.Actor) *Engine {
 	cfg.instance = newInstance()
 	cfg.info = cfg.Backend.Info()
 	cfg.queue = cfg.info.Queue
@@ -82,7 +83,7 @@ func Start(root *actor.RootContext, cfg *Config) *Engine {
 	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
 	// a lease actor sees a few messages per renewal period, so its lower
 	// peak throughput does not matter.
-	e.leaseProps = props(func() actor.Actor { return newLeaseActor(e, e.spawning) }).
+	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) }).
 		Configure(actor.WithMailbox(actor.UnboundedLockfree()))
 	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
 	return e
@@ -134,7 +135,12 @@ func (e *Engine) Subscribe(s *lease.Sink)   { e.root.Send(e.hub, &messages.Subsc
 func (e *Engine) Unsubscribe(s *lease.Sink) { e.root.Send(e.hub, &messages.Unsubscribe{Sink: s}) }
 
 // Shutdown starts the end of the Manager's work (see messages.Shutdown).
-func (e *Engine) Shutdown(m *messages.Shutdown) { e.root.Send(e.registry, m) }
+// From now on a lease actor that stops before it has handled it ends its
+// holding as released, not lost.
+func (e *Engine) Shutdown(m *messages.Shutdown) {
+	e.cfg.closing.Store(true)
+	e.root.Send(e.registry, m)
+}
 
 // Stopped is closed once every lease actor has stopped.
 func (e *Engine) Stopped() <-chan struct{} { return e.stopped }

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/messages"
+)
+
+// What the lease actor (package actors) uses of the engine, all in one place:
+// the rest of the package is the engine's own.
+
+// Entry is one key's lease actor as the router knows it (see router).
+type Entry = entry
+
+// Key is the key the entry routes.
+func (e *entry) Key() string { return e.key }
+
+// SetIdle records that the actor is idle, having handled n commands: the
+// sweep may retire it once no command has come for a whole sweep period.
+func (e *entry) SetIdle(n uint64) { e.idleAt.Store(n) }
+
+// SetHolding records the actor's current holding, for Engine.Holdings.
+func (e *entry) SetHolding(h *lease.Holding) { e.holding.Store(h) }
+
+// ClearHolding forgets h, if it is still the current holding.
+func (e *entry) ClearHolding(h *lease.Holding) { e.holding.CompareAndSwap(h, nil) }
+
+// Alarms is a heap of holdings' local deadlines that share one timer;
+// Engine.AlarmsFor gives a key's.
+type Alarms = alarms
+
+// Alarm is one holding's deadline in an Alarms.
+type Alarm = alarm
+
+// NewAlarm returns an alarm that sends tick(gen) to pid when it fires.
+func NewAlarm(pid *actor.PID, tick func(gen uint64) any) *Alarm { return newAlarm(pid, tick) }
+
+// Arm (re)arms a for at; Disarm takes it back; Fired reports whether a tick
+// carrying gen is a's current arming, and disarms it.
+func (s *alarms) Arm(a *Alarm, at time.Time)      { s.arm(a, at) }
+func (s *alarms) Disarm(a *Alarm)                 { s.disarm(a) }
+func (s *alarms) Fired(a *Alarm, gen uint64) bool { return s.fired(a, gen) }
+
+// Renewer owns the due times of the holdings' renewals (see renewer).
+type Renewer = renewer
+
+// Renewal is one holding's next renewal, kept in the holding and reused;
+// NewRenewal makes one that is not scheduled.
+type Renewal = renewal
+
+func NewRenewal() Renewal { return renewal{pos: -1} }
+
+// Schedule, Cancel and SentAt: see schedule, cancel and sentAt.
+func (r *renewer) Schedule(n *Renewal, due time.Time, slack time.Duration) { r.schedule(n, due, slack) }
+func (r *renewer) Cancel(n *Renewal) (sent time.Time, wasSent bool)        { return r.cancel(n) }
+func (r *renewer) SentAt(n *Renewal) time.Time                             { return r.sentAt(n) }
+
+// TickTimer is a re-armable scheduler.SendOnce with generations (see timer).
+type TickTimer = timer
+
+// Arm, Fired and Stop: see arm, fired and stop.
+func (t *timer) Arm(s *scheduler.TimerScheduler, d time.Duration, pid *actor.PID, tick func(gen uint64) any) {
+	t.arm(s, d, pid, tick)
+}
+func (t *timer) Fired(gen uint64) bool { return t.fired(gen) }
+func (t *timer) Stop()                 { t.stop() }
+
+// Closing reports whether Shutdown has begun.
+func (c *Config) Closing() bool { return c.closing.Load() }
+
+// Queue reports whether the store keeps a waiter queue; Notices whether it
+// also sends hand-off notices.
+func (c *Config) Queue() bool   { return c.queue }
+func (c *Config) Notices() bool { return c.notices }
+
+// Inline reports whether the backend's Info says Inline: its calls never wait
+// on I/O, so lease actors make them themselves.
+func (c *Config) Inline() bool { return c.info.Inline }
+
+// Notifications reports whether the backend announces releases now;
+// HandOffs whether this Manager's hand-off notices are watched now.
+func (c *Config) Notifications() bool { return c.notifications.Load() }
+func (c *Config) HandOffs() bool      { return c.handOffs.Load() }
+
+// PickupWindow is the pickup window of a lease of ttl.
+func (c *Config) PickupWindow(ttl time.Duration) time.Duration { return c.pickup(ttl) }
+
+// NewAttempt returns a new acquire attempt identity.
+func (c *Config) NewAttempt() string { return c.newAttempt() }
+
+// Address is where the store sends this Manager's hand-off notices.
+func (c *Config) Address() string { return c.address() }
+
+// HeldDelta, Renewed, Lost and HandedOff record what a lease actor did.
+func (m *Metrics) HeldDelta(d int64)        { m.heldDelta(d) }
+func (m *Metrics) Renewed(ok bool)          { m.renewed(ok) }
+func (m *Metrics) Lost(reason lease.Reason) { m.lost(reason) }
+func (m *Metrics) HandedOff(byNotice bool)  { m.handedOff(byNotice) }
+
+// Perform makes the backend call m right here (an Inline backend's call,
+// made by the lease actor itself) and returns its result.
+func Perform(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall) messages.BackendResult {
+	return perform(cfg, base, immediate, m)
+}
+
+// Config is the configuration every actor of the Manager shares.
+func (e *Engine) Config() *Config { return e.cfg }
+
+// AlarmsFor is the alarm heap of key's holdings.
+func (e *Engine) AlarmsFor(key string) *Alarms { return e.alarmsFor(key) }
+
+// Renewer is the Manager's renewer.
+func (e *Engine) Renewer() *Renewer { return e.renewer }
+
+// Registry, Backend and Hub are the registry, the backend actor and the
+// event hub.
+func (e *Engine) Registry() *actor.PID { return e.registry }
+func (e *Engine) Backend() *actor.PID  { return e.backend }
+func (e *Engine) Hub() *actor.PID      { return e.hub }
+
+// LeaseStopped counts a lease actor stopped (on its Stopped message).
+func (e *Engine) LeaseStopped() { e.leases.Done() }
+
+// Drop forgets en if it is still its key's entry (its actor is stopping on
+// its own): commands from now on go to a new actor.
+func (e *Engine) Drop(en *Entry) { e.router.drop(en) }

@@ -1,0 +1,136 @@
+package roundtrip
+
+import (
+	"context"
+	"time"
+)
+
+// idle is how long an I/O goroutine waits for more work before it ends:
+// long enough to serve a steady stream of calls on a few warm goroutines (a
+// fresh goroutine grows its stack through the client library each time).
+const idle = time.Second
+
+// Runner runs round trips that end with their callers' contexts. The zero
+// value is not usable: use New.
+type Runner struct {
+	io        pool
+	abandoned abandonedTrips
+}
+
+// New returns a Runner whose idle I/O goroutines end when closing is closed
+// (a round trip running then still finishes).
+func New(closing <-chan struct{}) *Runner {
+	return &Runner{io: pool{work: make(chan func()), closing: closing}}
+}
+
+// Do runs fn, the round trips of one call on names and the reading of their
+// replies, on an I/O goroutine and waits for it or for ctx. It returns nil
+// when fn has returned before ctx ended, and ctx's error otherwise: a
+// deadline that has passed counts even before the context says so, since a
+// socket read that timed out at the deadline is the context's doing, and an
+// answer that came as the context ended is not one the caller waited for.
+// After an error fn may still be running: the caller must not read what fn
+// writes. With a context that can never end, fn runs on the caller's
+// goroutine.
+func (r *Runner) Do(ctx context.Context, names []string, fn func(ctx context.Context)) error {
+	if err := r.Wait(ctx, names); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		fn(ctx)
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := r.Await(ctx, r.Start(ctx, fn), names); err != nil {
+		return err
+	}
+	return Ended(ctx)
+}
+
+// Start runs fn on an I/O goroutine; Await waits for it. Several trips
+// started together run in parallel (the masters of a Redis Cluster). The
+// caller waits for the abandoned trips on their names first (Wait).
+func (r *Runner) Start(ctx context.Context, fn func(ctx context.Context)) *Trip {
+	t := &Trip{done: make(chan struct{})}
+	r.io.run(func() {
+		defer r.abandoned.finish(t)
+		defer func() { t.panicked = recover() }()
+		fn(ctx)
+	})
+	return t
+}
+
+// Await waits until t has finished, and returns nil, or until ctx ends, and
+// returns its error, recording t as abandoned on names. A trip that has
+// finished counts as finished, even once ctx has ended. A panic of t's fn is
+// raised again here, on the caller's goroutine.
+func (r *Runner) Await(ctx context.Context, t *Trip, names []string) error {
+	select {
+	case <-t.done:
+	default:
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			r.abandoned.add(t, names)
+			return ctx.Err()
+		}
+	}
+	if t.panicked != nil {
+		panic(t.panicked)
+	}
+	return nil
+}
+
+// Wait waits until no abandoned trip on names is running, or ctx ends.
+func (r *Runner) Wait(ctx context.Context, names []string) error {
+	return r.abandoned.wait(ctx, names)
+}
+
+// Abandoned reports how many names have abandoned trips still running.
+func (r *Runner) Abandoned() int { return int(r.abandoned.n.Load()) }
+
+// Ended returns ctx's error, or context.DeadlineExceeded once its deadline
+// has passed, or nil.
+func Ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// pool is a Runner's I/O goroutines: as many as calls in flight need, each
+// ending after idle without work, or when closing is closed.
+type pool struct {
+	work    chan func()
+	closing <-chan struct{}
+}
+
+// run hands fn to an idle I/O goroutine, or to a new one when none is idle.
+func (p *pool) run(fn func()) {
+	select {
+	case p.work <- fn:
+	default:
+		go p.serve(fn)
+	}
+}
+
+func (p *pool) serve(fn func()) {
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for {
+		fn()
+		t.Reset(idle)
+		select {
+		case fn = <-p.work:
+		case <-t.C:
+			return
+		case <-p.closing:
+			return
+		}
+	}
+}
