@@ -30,6 +30,14 @@ func (a *amnesiac) Acquire(ctx context.Context, r backend.AcquireRequest) (backe
 	return g, err
 }
 
+// Info declares nothing optional, RenewBatch renews through Renew: every call
+// reaches the overrides.
+func (a *amnesiac) Info() backend.Info { return plainInfo(a.Backend) }
+
+func (a *amnesiac) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	return backend.RenewEach(ctx, a, rs)
+}
+
 func (a *amnesiac) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	a.mu.Lock()
 	if r.Token == 7 {

@@ -2,10 +2,7 @@ package leasehold
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/leasehold/leasehold/backend"
 )
 
 // Inspect asks the backend who holds name now, whoever it is: Owner, Token,
@@ -21,11 +18,7 @@ func (m *Manager) Inspect(ctx context.Context, name string) (info LeaseInfo, hel
 	if err != nil {
 		return LeaseInfo{}, false, err
 	}
-	in, ok := m.b.(backend.Inspector)
-	if !ok {
-		return LeaseInfo{}, false, fmt.Errorf("leasehold: Inspect: backend %q: %w", m.b.Info().Name, errors.ErrUnsupported)
-	}
-	h, held, err := in.Inspect(ctx, key)
+	h, held, err := m.b.Inspect(ctx, key)
 	if err != nil || !held {
 		if err != nil {
 			err = fmt.Errorf("leasehold: inspect %q: %w", name, err)

@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +13,7 @@ import (
 // List returns every lease live now whose name starts with prefix, whoever
 // holds it, sorted by name ("" lists every name this Manager could hold). Like
 // Inspect it decides and changes nothing: it reads the store (the backend's
-// Lister: SCAN on Redis, an index range on SQL) and, like any read of a store
+// List: SCAN on Redis, an index range on SQL) and, like any read of a store
 // that others write, may miss a lease granted meanwhile or show one that ended
 // meanwhile.
 //
@@ -33,12 +32,8 @@ func (m *Manager) List(ctx context.Context, prefix string) ([]LeaseInfo, error) 
 	if err != nil {
 		return nil, err
 	}
-	l, ok := m.b.(backend.Lister)
-	if !ok {
-		return nil, fmt.Errorf("leasehold: List: backend %q: %w", m.b.Info().Name, errors.ErrUnsupported)
-	}
 	var out []LeaseInfo
-	err = l.List(ctx, keyPrefix, func(h backend.Holding) bool {
+	err = m.b.List(ctx, keyPrefix, func(h backend.Holding) bool {
 		name := h.Key
 		if m.normalizer == nil {
 			name = strings.TrimPrefix(h.Key, m.prefix)

@@ -3,6 +3,7 @@ package leasehold_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -154,13 +155,17 @@ func TestListRejectsBadPrefixes(t *testing.T) {
 	}
 }
 
-// noLister is a backend without the Lister capability.
+// noLister is a backend whose store cannot list.
 type noLister struct{ backend.Backend }
+
+func (noLister) List(context.Context, string, func(backend.Holding) bool) error {
+	return fmt.Errorf("noLister: List: %w", errors.ErrUnsupported)
+}
 
 func TestListErrors(t *testing.T) {
 	m := newManagerOn(t, noLister{memory.New()})
 	if _, err := m.List(context.Background(), "x"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("List on a backend without Lister = %v; want ErrUnsupported", err)
+		t.Errorf("List on a backend that cannot list = %v; want ErrUnsupported", err)
 	}
 	b := newLister()
 	m = newManagerOn(t, b)

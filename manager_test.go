@@ -348,6 +348,9 @@ type panicky struct {
 	armed atomic.Bool
 }
 
+// Info declares nothing optional: calls go through the backend actor.
+func (p *panicky) Info() backend.Info { return plainInfo(p.Backend) }
+
 func (p *panicky) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	g, err := p.Backend.Acquire(ctx, r)
 	if p.armed.Load() {

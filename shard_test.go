@@ -18,19 +18,29 @@ import (
 // Cluster master that stopped answering does (a pipeline waits for every
 // node it goes to); shard "l" answers at once.
 type shardedStore struct {
-	mem    *memory.Backend
-	frozen atomic.Bool
+	backend.Unsupported // no release announcements, no hand-off notices
+	mem                 *memory.Backend
+	frozen              atomic.Bool
 }
 
-var (
-	_ backend.Sharder      = (*shardedStore)(nil)
-	_ backend.BatchRenewer = (*shardedStore)(nil)
-	_ backend.Batcher      = (*shardedStore)(nil)
-)
-
 func (s *shardedStore) Shard(key string) string { return key[:1] }
-func (s *shardedStore) Info() backend.Info      { return s.mem.Info() }
 func (s *shardedStore) Close() error            { return nil }
+
+func (s *shardedStore) Info() backend.Info {
+	return backend.Info{Name: "memory", ProcessLocal: true, Queue: true, Batches: true, Sharded: true}
+}
+
+func (s *shardedStore) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+	return s.mem.Inspect(ctx, key)
+}
+
+func (s *shardedStore) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+	return s.mem.List(ctx, prefix, fn)
+}
+
+func (s *shardedStore) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+	return s.mem.Revoke(ctx, key, token)
+}
 
 // stall waits for ctx when a round trip on keys would reach the frozen shard.
 func (s *shardedStore) stall(ctx context.Context, keys ...string) error {

@@ -16,9 +16,18 @@ import (
 // reports is `by` earlier than the local clock would say. Durations are its
 // own measurements and need no shift.
 type skewed struct {
-	backend.Backend // embedding the interface hides memory's Immediate: calls go through the backend actor
-	by              time.Duration
-	acquires        atomic.Int64
+	backend.Backend
+	by       time.Duration
+	acquires atomic.Int64
+}
+
+// Info declares nothing optional: calls go through the backend actor, and
+// waiters poll.
+func (s *skewed) Info() backend.Info { return plainInfo(s.Backend) }
+
+// RenewBatch renews through Renew, so that batches are shifted too.
+func (s *skewed) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	return backend.RenewEach(ctx, s, rs)
 }
 
 func (s *skewed) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {

@@ -15,7 +15,7 @@ import (
 // (lease_waiters.go), its holding and renewals (lease_holding.go), its
 // releases (lease_release.go, unconfirmed.go) and its part in Close
 // (lease_shutdown.go). It never blocks: backend calls go to the backend actor
-// (or, for an Immediate backend, are made right here), and it waits only by
+// (or, for an Inline backend, are made right here), and it waits only by
 // timers that send it ticks, on the engine's clock (Config.Clock).
 type leaseActor struct {
 	e      *engine.Engine
@@ -55,7 +55,7 @@ type leaseActor struct {
 	unconfDue   bool
 	unconfT     engine.TickTimer
 
-	// An Immediate backend (memory) is called right here rather than through
+	// An Inline backend (memory) is called right here rather than through
 	// the backend actor, saving two message hops per call (the renewer's
 	// batches still go through the backend actor); its results queue
 	// in inbox and are handled before the next message, exactly as if they
@@ -65,8 +65,7 @@ type leaseActor struct {
 }
 
 func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
-	_, immediate := e.Config().Backend.(backend.Immediate)
-	return &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.Key(), immediate: immediate,
+	return &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.Key(), immediate: e.Config().Inline(),
 		clock: e.AlarmsFor(en.Key()), renewer: e.Renewer()}
 }
 
@@ -384,7 +383,7 @@ func (a *leaseActor) settle(ctx actor.Context) {
 	}
 }
 
-// call sends a backend call (or, for an Immediate backend, makes it and
+// call sends a backend call (or, for an Inline backend, makes it and
 // queues its result).
 func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
 	a.seq++

@@ -435,7 +435,12 @@ func (r *leaseRig) acquireReply(who string) (messages.AcquireReply, error) {
 
 // scriptedBackend is a backend whose every call waits for the test to answer
 // it (or for its context to end).
-type scriptedBackend struct{ calls chan *scriptCall }
+// scriptedBackend answers Acquire, Renew and Release as the rows script
+// them; a lease actor makes no other call.
+type scriptedBackend struct {
+	backend.Unsupported
+	calls chan *scriptCall
+}
 
 type scriptCall struct {
 	op     backend.Op
@@ -470,3 +475,15 @@ func (b *scriptedBackend) Release(ctx context.Context, _ backend.ReleaseRequest)
 	return err
 }
 func (b *scriptedBackend) Close() error { return nil }
+func (b *scriptedBackend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	return backend.RenewEach(ctx, b, rs)
+}
+func (b *scriptedBackend) Inspect(context.Context, string) (backend.Holding, bool, error) {
+	return backend.Holding{}, false, errors.ErrUnsupported
+}
+func (b *scriptedBackend) List(context.Context, string, func(backend.Holding) bool) error {
+	return errors.ErrUnsupported
+}
+func (b *scriptedBackend) Revoke(context.Context, string, uint64) (backend.Holding, bool, error) {
+	return backend.Holding{}, false, errors.ErrUnsupported
+}

@@ -16,6 +16,28 @@ type Info struct {
 	// per key and hands a released key to its head (AcquireRequest.Queue;
 	// the rules are in queue.go).
 	Queue bool
+	// Inline is true when no call ever waits on I/O (the memory store): the
+	// engine then calls the backend on its own actors instead of on a
+	// goroutine, which a call that may block would stall for every lease.
+	Inline bool
+	// Batches is true when Batch makes several calls in one round trip: the
+	// engine then coalesces the calls that are ready together instead of
+	// making one round trip each.
+	Batches bool
+	// AnnouncesReleases is true when WatchReleases announces releases: the
+	// engine then keeps one watch, so that waiters wake at once instead of
+	// polling often.
+	AnnouncesReleases bool
+	// HandOffNotices is true when WatchHandOffs delivers the store's hand-off
+	// notices: the engine then, on a Queue store, watches its own address,
+	// so that a waiter handed a key learns it at once instead of at its next
+	// poll.
+	HandOffNotices bool
+	// Sharded is true when the store is several servers that answer
+	// independently, each for its own keys (Shard names them): the engine
+	// then never puts calls of different shards in one round trip, so that a
+	// shard that stops answering delays only the calls on its keys.
+	Sharded bool
 	// TTLUnit, when not 0, is the granularity of the TTLs the store keeps
 	// (etcd: a second), and MinTTL, when above backend.MinTTL, the shortest.
 	// A backend declares here every TTL limit of its own: the engine checks
@@ -26,6 +48,13 @@ type Info struct {
 }
 
 // Backend is a lease store. Implementations must be safe for concurrent use.
+//
+// Every backend has every method. Acquire, Renew, RenewBatch, Release,
+// Inspect, List, Revoke and Close are what every store does; Batch,
+// WatchReleases, WatchHandOffs and Shard are what a store may do well, and
+// the engine uses them only when Info declares it (Batches,
+// AnnouncesReleases, HandOffNotices, Sharded). A backend embeds Unsupported
+// for those it lacks.
 //
 // # Holdings
 //
@@ -75,6 +104,72 @@ type Backend interface {
 	// queue.go).
 	Release(ctx context.Context, r ReleaseRequest) error
 
+	// RenewBatch renews every request and returns one result per request, in
+	// order. A non-nil error means the batch as a whole could not be
+	// confirmed; the engine then treats each lease as an unconfirmed renewal.
+	// A store without batch round trips may renew one after another
+	// (RenewEach).
+	RenewBatch(ctx context.Context, rs []RenewRequest) ([]RenewResult, error)
+
+	// Inspect returns the live holding of key; held is false when nobody
+	// holds it (never granted, released or expired).
+	Inspect(ctx context.Context, key string) (h Holding, held bool, err error)
+
+	// List calls fn with every live holding whose key starts with prefix
+	// ("" lists all), until fn returns false, without blocking the store
+	// (SCAN on Redis, an index range on SQL). The order is the store's.
+	List(ctx context.Context, prefix string, fn func(Holding) bool) error
+
+	// Revoke lets an operator end a holding by force: it ends the live
+	// holding of key when its token is token (0: whichever holding is live)
+	// and returns what it removed; removed is false when there was no such
+	// holding. The holder is fenced: its next renewal is rejected
+	// (ErrNotHeld), so it learns of the loss with ReasonRejected, and its
+	// token is never issued again. Waiters are notified as after a release,
+	// and a Queue store hands the key on (see queue.go).
+	//
+	// The answer is about this call, across every send of it: a backend
+	// that sends a revoke again after its answer was lost (a retry of its
+	// own or of its client) and then finds no such holding must find out
+	// whether the earlier send removed it, and answer removed true with that
+	// holding if so. When it cannot tell, it returns an error wrapping
+	// ErrRevokeUnconfirmed, never removed false: removed false with a nil
+	// error means that no send of this call removed anything.
+	Revoke(ctx context.Context, key string, token uint64) (h Holding, removed bool, err error)
+
+	// Batch (when Info says Batches) makes every call in calls and fills in
+	// each one's Grant and Err, exactly as the single call (Acquire, Renew,
+	// Release) would have answered it: a call that breaks the request limits
+	// gets ErrInvalidRequest and the others still run. Calls on the same key
+	// run in slice order. ctx bounds the whole batch; when the round trip
+	// fails, every call it carried gets the error (as an ambiguous single
+	// call would: it may have been applied). The engine coalesces the calls
+	// that are ready at the same moment, never holding a lone call back to
+	// wait for company, and hands them to Batch.
+	Batch(ctx context.Context, calls []Call)
+
+	// WatchReleases (when Info says AnnouncesReleases) calls fn with the key
+	// of every release made through the store, by any owner in any process,
+	// until ctx ends. It reconnects by itself after failures (a notification
+	// may be lost meanwhile; waiters also wake at the holder's expiry) and
+	// returns when ctx ends. fn must not block. An error wrapping
+	// errors.ErrUnsupported means the store announces nothing (after all):
+	// waiters poll.
+	WatchReleases(ctx context.Context, fn func(key string)) error
+
+	// WatchHandOffs (when Info says HandOffNotices) calls fn with every
+	// HandOff sent to addr until ctx ends, reconnecting by itself after
+	// failures, and returns when ctx ends. fn must not block. ready, when not
+	// nil, is called each time the watch is (again) in place: a HandOff sent
+	// before that may be lost. Notices are at most once (see HandOff).
+	WatchHandOffs(ctx context.Context, addr string, fn func(HandOff), ready func()) error
+
+	// Shard (when Info says Sharded) names the shard that serves key now, or
+	// "" when the backend cannot tell yet (calls of shard "" travel
+	// together, as on a store without shards). It must not wait on I/O: the
+	// engine calls it on its actors.
+	Shard(key string) string
+
 	// Close releases the backend's own resources (not the leases, and not
 	// clients that were handed to its constructor).
 	Close() error
@@ -90,9 +185,9 @@ type AcquireRequest struct {
 	TTL      time.Duration
 	Metadata string
 	// Wait says the caller will wait for Key if this attempt is refused. A
-	// ReleaseWatcher may announce only the releases of keys that a refused
-	// waiting attempt marked (no announcement costs anything when nobody
-	// waits); it must announce those.
+	// store that announces releases may announce only the releases of keys
+	// that a refused waiting attempt marked (no announcement costs anything
+	// when nobody waits); it must announce those.
 	Wait bool
 	// Queue, on a store whose Info says Queue, keeps this attempt in the
 	// key's waiter queue while it is refused (only with Wait).

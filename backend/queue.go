@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -69,7 +68,7 @@ type QueueRequest struct {
 	// turn after the key became free by expiry.
 	Pickup time.Duration
 	// Notify is the address a HandOff to this attempt is sent to (see
-	// HandOffWatcher); "" sends none.
+	// Backend.WatchHandOffs); "" sends none.
 	Notify string
 	// Poll numbers this request among the acquires of its attempt (the
 	// engine counts them). The store keeps the number of the latest it has
@@ -107,6 +106,11 @@ func (q QueueRequest) validate(wait bool) error {
 }
 
 // HandOff tells a waiting attempt's Manager that a release handed it the key.
+// A Queue store whose Info says HandOffNotices sends it to the address the
+// waiting attempt named (Redis pub/sub, PostgreSQL LISTEN/NOTIFY, the memory
+// store's callbacks). Notices are at most once: a lost one costs the waiter
+// its poll period, never safety (a hand-off not picked up within its Pickup
+// window is taken back).
 type HandOff struct {
 	Key     string
 	Owner   string
@@ -116,17 +120,4 @@ type HandOff struct {
 	// Poll is QueueRequest.Poll of the attempt's latest acquire the store
 	// had processed when it handed the key on.
 	Poll uint64
-}
-
-// HandOffWatcher is implemented by Queue stores that can send a HandOff to
-// the address the waiting attempt named (Redis pub/sub, PostgreSQL
-// LISTEN/NOTIFY, the memory store's callbacks). Notices are at most once: a
-// lost one costs the waiter its poll period, never safety (a hand-off not
-// picked up within its Pickup window is taken back).
-type HandOffWatcher interface {
-	// WatchHandOffs calls fn with every HandOff sent to addr until ctx ends,
-	// reconnecting by itself after failures, and returns when ctx ends. fn
-	// must not block. ready, when not nil, is called each time the watch is
-	// (again) in place: a HandOff sent before that may be lost.
-	WatchHandOffs(ctx context.Context, addr string, fn func(HandOff), ready func()) error
 }

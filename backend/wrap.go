@@ -6,8 +6,6 @@ import (
 	"fmt"
 )
 
-//go:generate go test . -run TestWrapCombosUpToDate -update-wrap
-
 // Middleware is what Wrap adds around a Backend: metrics, logging, tracing,
 // fault injection. Every field is optional.
 type Middleware struct {
@@ -18,97 +16,48 @@ type Middleware struct {
 	// Err. Call may change requests before next and answers after it, or not
 	// call next at all and answer every call itself (an Err, typically); it
 	// must not change a Call's Op nor the length of calls. In a RenewBatch an
-	// Err that does not wrap ErrNotHeld fails the whole batch (as the
-	// BatchRenewer contract says).
+	// Err that does not wrap ErrNotHeld fails the whole batch (as RenewBatch's
+	// contract says).
 	Call func(ctx context.Context, calls []Call, next func(context.Context, []Call))
 
-	// Notify wraps each release announced to a WatchReleases callback (on a
-	// ReleaseWatcher). It must not block; next delivers the key.
+	// Notify wraps each release announced to a WatchReleases callback. It
+	// must not block; next delivers the key.
 	Notify func(key string, next func(key string))
 
 	// NonBlocking declares that Call and Notify never block nor wait on I/O.
-	// Only then does Wrap keep an Immediate backend Immediate: the engine
-	// calls an Immediate backend inline, on its own actors, so a
-	// middleware that waits (a log sink, a metrics push, an injected delay)
-	// would stall every lease of the Manager. Without it the wrapped memory
-	// backend is called on goroutines, like any other store.
+	// Only then does Wrap keep Info.Inline: the engine calls an Inline
+	// backend on its own actors, so a middleware that waits (a log sink, a
+	// metrics push, an injected delay) would stall every lease of the
+	// Manager. Without it the wrapped memory backend is called on
+	// goroutines, like any other store.
 	NonBlocking bool
 }
 
-// Wrap returns a Backend that sends every call through mw to inner and
-// implements exactly the optional capabilities inner implements
-// (ReleaseWatcher, BatchRenewer, Batcher, Inspector, Lister, Revoker,
-// HandOffWatcher), so
-// that the engine finds the same fast paths through the wrapper. Immediate is
-// kept only when mw.NonBlocking is set. Inspect, List and Revoke are operator
-// calls, not lease traffic: they pass straight through. Close closes inner.
-//
-// Every wrapper is also a Sharder: it answers as inner does, or "" (one
-// shard, as if it were none) when inner is not a Sharder.
+// Wrap returns a Backend that sends every call through mw to inner. Its Info
+// is inner's, so the engine finds the same abilities through the wrapper,
+// except that Inline is kept only when mw.NonBlocking is set. Inspect, List
+// and Revoke are operator calls, not lease traffic, and hand-off notices are
+// not lease traffic until the engine picks the hand-off up (a call through
+// Call): they pass straight through, as does Shard. Close closes inner.
 func Wrap(inner Backend, mw Middleware) Backend {
-	w := &wrapped{inner: inner, mw: mw}
-	w.sharder, _ = inner.(Sharder)
-	return wrapCombos[capabilitiesOf(inner, mw.NonBlocking)](w)
+	return &wrapped{inner: inner, mw: mw}
 }
 
-// The optional capabilities, as bits of a wrapCombos index.
-const (
-	capReleaseWatcher = 1 << iota
-	capBatchRenewer
-	capBatcher
-	capInspector
-	capLister
-	capRevoker
-	capImmediate
-	capHandOffWatcher
-	capCount = iota
-)
-
-func capabilitiesOf(b Backend, keepImmediate bool) int {
-	var c int
-	if _, ok := b.(ReleaseWatcher); ok {
-		c |= capReleaseWatcher
-	}
-	if _, ok := b.(BatchRenewer); ok {
-		c |= capBatchRenewer
-	}
-	if _, ok := b.(Batcher); ok {
-		c |= capBatcher
-	}
-	if _, ok := b.(Inspector); ok {
-		c |= capInspector
-	}
-	if _, ok := b.(Lister); ok {
-		c |= capLister
-	}
-	if _, ok := b.(Revoker); ok {
-		c |= capRevoker
-	}
-	if _, ok := b.(Immediate); ok && keepImmediate {
-		c |= capImmediate
-	}
-	if _, ok := b.(HandOffWatcher); ok {
-		c |= capHandOffWatcher
-	}
-	return c
-}
-
-// wrapped is the Backend part of every wrapper; the capability parts below
-// are embedded by the combinations in wrap_combos.go.
 type wrapped struct {
-	inner   Backend
-	mw      Middleware
-	sharder Sharder // inner, when it is one
+	inner Backend
+	mw    Middleware
 }
 
-// Shard implements Sharder (see Wrap).
-func (w *wrapped) Shard(key string) string {
-	if w.sharder == nil {
-		return ""
-	}
-	return w.sharder.Shard(key)
+func (w *wrapped) Info() Info {
+	info := w.inner.Info()
+	info.Inline = info.Inline && w.mw.NonBlocking
+	return info
 }
 
+func (w *wrapped) Close() error            { return w.inner.Close() }
+func (w *wrapped) Shard(key string) string { return w.inner.Shard(key) }
+
+// round sends calls through the middleware to next.
 func (w *wrapped) round(ctx context.Context, calls []Call, next func(context.Context, []Call)) {
 	if w.mw.Call == nil {
 		next(ctx, calls)
@@ -138,9 +87,6 @@ func (w *wrapped) single(ctx context.Context, calls []Call) {
 	}
 }
 
-func (w *wrapped) Info() Info   { return w.inner.Info() }
-func (w *wrapped) Close() error { return w.inner.Close() }
-
 func (w *wrapped) Acquire(ctx context.Context, r AcquireRequest) (Grant, error) {
 	calls := []Call{{Op: OpAcquire, Acquire: r}}
 	w.round(ctx, calls, w.single)
@@ -159,31 +105,19 @@ func (w *wrapped) Release(ctx context.Context, r ReleaseRequest) error {
 	return calls[0].Err
 }
 
-type watcherPart struct{ w *wrapped }
-
-func (p watcherPart) WatchReleases(ctx context.Context, fn func(key string)) error {
-	inner := p.w.inner.(ReleaseWatcher)
-	if notify := p.w.mw.Notify; notify != nil {
-		return inner.WatchReleases(ctx, func(key string) { notify(key, fn) })
-	}
-	return inner.WatchReleases(ctx, fn)
-}
-
-type batchRenewerPart struct{ w *wrapped }
-
 // RenewBatch goes through Middleware.Call as OpRenew calls and makes one
 // RenewBatch round trip on the inner backend.
-func (p batchRenewerPart) RenewBatch(ctx context.Context, rs []RenewRequest) ([]RenewResult, error) {
+func (w *wrapped) RenewBatch(ctx context.Context, rs []RenewRequest) ([]RenewResult, error) {
 	calls := make([]Call, len(rs))
 	for i, r := range rs {
 		calls[i] = Call{Op: OpRenew, Renew: r}
 	}
-	p.w.round(ctx, calls, func(ctx context.Context, calls []Call) {
+	w.round(ctx, calls, func(ctx context.Context, calls []Call) {
 		reqs := make([]RenewRequest, len(calls))
 		for i := range calls {
 			reqs[i] = calls[i].Renew
 		}
-		res, err := p.w.inner.(BatchRenewer).RenewBatch(ctx, reqs)
+		res, err := w.inner.RenewBatch(ctx, reqs)
 		if err == nil && len(res) != len(calls) {
 			err = fmt.Errorf("backend.Wrap: RenewBatch answered %d of %d requests", len(res), len(calls))
 		}
@@ -205,39 +139,29 @@ func (p batchRenewerPart) RenewBatch(ctx context.Context, rs []RenewRequest) ([]
 	return out, nil
 }
 
-type batcherPart struct{ w *wrapped }
-
-func (p batcherPart) Batch(ctx context.Context, calls []Call) {
-	p.w.round(ctx, calls, p.w.inner.(Batcher).Batch)
+func (w *wrapped) Batch(ctx context.Context, calls []Call) {
+	w.round(ctx, calls, w.inner.Batch)
 }
 
-type inspectorPart struct{ w *wrapped }
-
-func (p inspectorPart) Inspect(ctx context.Context, key string) (Holding, bool, error) {
-	return p.w.inner.(Inspector).Inspect(ctx, key)
+func (w *wrapped) WatchReleases(ctx context.Context, fn func(key string)) error {
+	if notify := w.mw.Notify; notify != nil {
+		return w.inner.WatchReleases(ctx, func(key string) { notify(key, fn) })
+	}
+	return w.inner.WatchReleases(ctx, fn)
 }
 
-type listerPart struct{ w *wrapped }
-
-func (p listerPart) List(ctx context.Context, prefix string, fn func(Holding) bool) error {
-	return p.w.inner.(Lister).List(ctx, prefix, fn)
+func (w *wrapped) WatchHandOffs(ctx context.Context, addr string, fn func(HandOff), ready func()) error {
+	return w.inner.WatchHandOffs(ctx, addr, fn, ready)
 }
 
-type revokerPart struct{ w *wrapped }
-
-func (p revokerPart) Revoke(ctx context.Context, key string, token uint64) (Holding, bool, error) {
-	return p.w.inner.(Revoker).Revoke(ctx, key, token)
+func (w *wrapped) Inspect(ctx context.Context, key string) (Holding, bool, error) {
+	return w.inner.Inspect(ctx, key)
 }
 
-// handOffPart passes hand-off notices straight through: they are not lease
-// traffic of this process until the engine picks the hand-off up, which is
-// a call through Middleware.Call.
-type handOffPart struct{ w *wrapped }
-
-func (p handOffPart) WatchHandOffs(ctx context.Context, addr string, fn func(HandOff), ready func()) error {
-	return p.w.inner.(HandOffWatcher).WatchHandOffs(ctx, addr, fn, ready)
+func (w *wrapped) List(ctx context.Context, prefix string, fn func(Holding) bool) error {
+	return w.inner.List(ctx, prefix, fn)
 }
 
-type immediatePart struct{}
-
-func (immediatePart) Immediate() {}
+func (w *wrapped) Revoke(ctx context.Context, key string, token uint64) (Holding, bool, error) {
+	return w.inner.Revoke(ctx, key, token)
+}

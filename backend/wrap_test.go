@@ -40,11 +40,17 @@ func (r *recorder) take() [][]backend.Op {
 	return out
 }
 
-// batching is a memory backend that also implements backend.Batcher, one
-// call after another, counting its batches.
+// batching is a memory backend that also batches, one call after another,
+// counting its batches.
 type batching struct {
 	*memory.Backend
 	batches int
+}
+
+func (b *batching) Info() backend.Info {
+	info := b.Backend.Info()
+	info.Batches = true
+	return info
 }
 
 func (b *batching) Batch(ctx context.Context, calls []backend.Call) {
@@ -86,7 +92,7 @@ func TestWrapSendsEveryRoundTripThroughCall(t *testing.T) {
 	if _, err := b.Renew(ctx, renewReq("k1", g1.Token)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.(backend.BatchRenewer).RenewBatch(ctx, []backend.RenewRequest{renewReq("k1", g1.Token), renewReq("k2", g2.Token)})
+	res, err := b.RenewBatch(ctx, []backend.RenewRequest{renewReq("k1", g1.Token), renewReq("k2", g2.Token)})
 	if err != nil || len(res) != 2 || res[0].Err != nil || res[1].Grant.Token != g2.Token {
 		t.Fatalf("renew batch: %+v, %v", res, err)
 	}
@@ -94,7 +100,7 @@ func TestWrapSendsEveryRoundTripThroughCall(t *testing.T) {
 		{Op: backend.OpRelease, Release: backend.ReleaseRequest{Key: "k1", Owner: "o", Attempt: "a-k1"}},
 		{Op: backend.OpAcquire, Acquire: acquireReq("k3")},
 	}
-	b.(backend.Batcher).Batch(ctx, calls)
+	b.Batch(ctx, calls)
 	if calls[0].Err != nil || !calls[1].Grant.Acquired || inner.batches != 1 {
 		t.Fatalf("batch: %+v, %d inner batches", calls, inner.batches)
 	}
@@ -108,7 +114,7 @@ func TestWrapSendsEveryRoundTripThroughCall(t *testing.T) {
 	if got := rec.take(); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("round trips %v, want %v", got, want)
 	}
-	if _, held, _ := b.(backend.Inspector).Inspect(ctx, "k3"); !held {
+	if _, held, _ := b.Inspect(ctx, "k3"); !held {
 		t.Error("Inspect does not see k3 through the wrapper")
 	}
 	if got := rec.take(); len(got) != 0 {
@@ -138,11 +144,11 @@ func TestWrapMiddlewareAnswers(t *testing.T) {
 	if _, err := b.Renew(ctx, reqs[0]); !errors.Is(err, down) {
 		t.Errorf("renew: %v, want the injected error", err)
 	}
-	if res, err := b.(backend.BatchRenewer).RenewBatch(ctx, reqs); !errors.Is(err, down) || res != nil {
+	if res, err := b.RenewBatch(ctx, reqs); !errors.Is(err, down) || res != nil {
 		t.Errorf("renew batch with a failed call: %v, %v; want no results and the error", res, err)
 	}
 	answer = fmt.Errorf("injected: %w", backend.ErrNotHeld)
-	res, err := b.(backend.BatchRenewer).RenewBatch(ctx, reqs)
+	res, err := b.RenewBatch(ctx, reqs)
 	if err != nil || !errors.Is(res[0].Err, backend.ErrNotHeld) || res[1].Err != nil || !res[1].Grant.Acquired {
 		t.Errorf("renew batch with one call not held: %+v, %v", res, err)
 	}
@@ -164,10 +170,58 @@ func TestWrapNotify(t *testing.T) {
 		seen = append(seen, "notify "+key)
 		next(key)
 	}})
-	err := b.(backend.ReleaseWatcher).WatchReleases(context.Background(), func(key string) { seen = append(seen, "deliver "+key) })
+	err := b.WatchReleases(context.Background(), func(key string) { seen = append(seen, "deliver "+key) })
 	want := []string{"notify a", "deliver a", "notify b", "deliver b"}
 	if err != nil || !slices.Equal(seen, want) {
 		t.Errorf("WatchReleases: %v, seen %v; want %v", err, seen, want)
+	}
+}
+
+// Info passes through, except that Inline is dropped unless the middleware is
+// declared non-blocking; wrapping twice changes nothing more.
+func TestWrapInfo(t *testing.T) {
+	inner := &batching{Backend: memory.New()}
+	want := inner.Info()
+	if !want.Inline || !want.Batches || !want.Queue || !want.AnnouncesReleases || !want.HandOffNotices {
+		t.Fatalf("the inner backend's Info = %+v", want)
+	}
+	if got := backend.Wrap(backend.Wrap(inner, backend.Middleware{NonBlocking: true}), backend.Middleware{NonBlocking: true}).Info(); got != want {
+		t.Errorf("Info through non-blocking middleware = %+v, want %+v", got, want)
+	}
+	want.Inline = false
+	if got := backend.Wrap(inner, backend.Middleware{}).Info(); got != want {
+		t.Errorf("Info = %+v, want %+v (no Inline by default)", got, want)
+	}
+	if got := backend.Wrap(backend.Wrap(inner, backend.Middleware{}), backend.Middleware{NonBlocking: true}).Info(); got != want {
+		t.Errorf("Info through a blocking, then a non-blocking middleware = %+v, want %+v", got, want)
+	}
+}
+
+// sharded is a memory backend whose shard is the key's first byte.
+type sharded struct{ *memory.Backend }
+
+func (sharded) Shard(key string) string { return key[:1] }
+
+// A method the inner backend lacks (memory's Batch) answers
+// errors.ErrUnsupported through the wrapper, through the middleware; Shard
+// passes through.
+func TestWrapUnsupported(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	b := backend.Wrap(backend.Wrap(memory.New(), backend.Middleware{}), backend.Middleware{Call: rec.call})
+	calls := []backend.Call{{Op: backend.OpAcquire, Acquire: acquireReq("k")}}
+	b.Batch(ctx, calls)
+	if !errors.Is(calls[0].Err, errors.ErrUnsupported) {
+		t.Errorf("Batch: %v, want ErrUnsupported", calls[0].Err)
+	}
+	if got := rec.take(); len(got) != 1 {
+		t.Errorf("Batch made round trips %v through Call, want one", got)
+	}
+	if s := backend.Wrap(backend.Wrap(sharded{memory.New()}, backend.Middleware{}), backend.Middleware{}); s.Shard("abc") != "a" || s.Shard("xyz") != "x" {
+		t.Error("Shard does not pass through two wrappers")
+	}
+	if s := backend.Wrap(memory.New(), backend.Middleware{}).Shard("abc"); s != "" {
+		t.Errorf("Shard of a backend without shards = %q", s)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// BenchmarkPostgresBatch measures what backend.Batcher saves on PostgreSQL:
+// BenchmarkPostgresBatch measures what Backend.Batch saves on PostgreSQL:
 // size acquires of distinct names then their releases, made as 2*size single
 // calls (one round trip each) or as two Batch calls (one round trip each).
 // One op is one acquire+release of one name.

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkRedisBackendBatchAcquireRelease is the work of
 // BenchmarkRedisBackendAcquireRelease (one acquire and one release per name,
-// b.N names in all) done through backend.Batcher: the acquires of size names
+// b.N names in all) done through Backend.Batch: the acquires of size names
 // in one round trip, then their releases in another, from one goroutine. At
 // size 1 it costs what the single calls cost (plus the pipeline); above, the
 // round trips are shared, as the engine shares them when calls are ready

@@ -87,10 +87,7 @@ func BenchmarkRenewBatch(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) { benchRenewBatch(b, newPGBench(b).backend(b)) })
 }
 
-func benchRenewBatch(b *testing.B, be interface {
-	backend.Backend
-	backend.BatchRenewer
-}) {
+func benchRenewBatch(b *testing.B, be backend.Backend) {
 	const n = 1000
 	ctx := context.Background()
 	rs := make([]backend.RenewRequest, n)

@@ -14,7 +14,7 @@ import (
 // pair is a backend with a counting wrapper and this test's key prefix.
 type pair struct {
 	f      *backendtest.Faulty
-	b      backend.Backend // what Managers get (f, plus notifications)
+	b      backend.Backend // what Managers get (f)
 	raw    backend.Backend
 	prefix string
 	s      *suite

@@ -133,7 +133,7 @@ func (s *suite) qFIFO(t *testing.T) {
 	if l2.Token() <= l1.Token() {
 		t.Errorf("token %d after %d", l2.Token(), l1.Token())
 	}
-	if _, ok := p.raw.(backend.HandOffWatcher); ok {
+	if p.raw.Info().HandOffNotices {
 		if n := meter.count(t, "notice"); n != 1 {
 			t.Errorf("hand-offs by notice = %d, want 1", n)
 		}
@@ -194,14 +194,10 @@ func (s *suite) qLocalNextJoinsAfterHolding(t *testing.T) {
 // made to a waiter that left.
 func leftFree(t *testing.T, p pair, l *leasehold.Lease) {
 	t.Helper()
-	in, ok := p.raw.(backend.Inspector)
-	if !ok {
-		t.Skipf("%s has no Inspect", p.raw.Info().Name)
-	}
 	if err := l.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if h, held, err := in.Inspect(ctxT(t), p.prefix+"job"); err != nil || held {
+	if h, held, err := p.raw.Inspect(ctxT(t), p.prefix+"job"); err != nil || held {
 		t.Fatalf("after the release: %+v held=%v err=%v; want the name free (the waiter left the queue)", h, held, err)
 	}
 }

@@ -10,12 +10,12 @@ import (
 
 // Lease actor → backend actor → lease actor: one backend call each. Seq is
 // echoed in the result, so the lease actor can tell the answer to its current
-// request from a late one. (An Immediate backend is called by the lease actor
+// request from a late one. (An Inline backend is called by the lease actor
 // itself, and its result handled as if it had come back through the mailbox.)
 
 // BackendCall asks for one backend call. The backend actor coalesces the
-// calls that are ready at the same moment into one round trip on a
-// backend.Batcher; every call is answered on its own.
+// calls that are ready at the same moment into one round trip on a backend
+// whose Info says Batches; every call is answered on its own.
 //
 // An acquire carries the waiting caller's Ctx: its end cancels the call when
 // it runs alone. A renewal carries the lease's local Deadline: an answer after
@@ -42,7 +42,7 @@ type BackendResult struct {
 
 // RenewBatch (the renewer → backend actor): the renewals that lease actors
 // handed to the renewer and that are due now, for one RenewBatch round trip
-// on a backend.BatchRenewer (one call each on other backends). Each is
+// on the backend (a lone renewal goes as one call). Each is
 // answered to its lease actor with a BackendResult, as if it had been sent
 // alone. The renewer owns the due times, so that a renewal costs its lease
 // actor no tick and no call message: it hears only the answer.

@@ -35,6 +35,61 @@ func (s *suite) backendCases() []testCase {
 		{"ConcurrentAttemptsOfOneOwnerHaveOneWinner", s.bConcurrentSameOwner},
 		{"ReleaseNotifications", s.bWatch},
 		{"EveryCallEndsWithItsContext", s.bBlackholed},
+		{"InfoDeclaresWhatTheMethodsDo", s.bInfo},
+	}
+}
+
+// bInfo: what Info declares is what the optional methods do, since the
+// engine goes by Info alone. A declared Batch, WatchReleases or WatchHandOffs
+// never answers errors.ErrUnsupported, an undeclared one always does (the
+// watches are asked with an ended context, so a real one returns at once);
+// Shard answers "" unless Sharded.
+func (s *suite) bInfo(t *testing.T) {
+	b, k := s.newBackend(t), uniq(t)
+	info := b.Info()
+	check := func(method string, declared bool, err error) {
+		t.Helper()
+		if unsupported := errors.Is(err, errors.ErrUnsupported); unsupported == declared {
+			t.Errorf("%s = %v, but Info declares it %v", method, err, declared)
+		}
+	}
+	calls := []backend.Call{{Op: backend.OpAcquire, Acquire: backend.AcquireRequest{Key: k, Owner: "o1", Attempt: newAttempt(), TTL: time.Minute}}}
+	b.Batch(ctxT(t), calls)
+	check("Batch", info.Batches, calls[0].Err)
+	if info.Batches && (calls[0].Err != nil || !calls[0].Grant.Acquired) {
+		t.Errorf("Batch of an acquire of a free key = %+v, %v", calls[0].Grant, calls[0].Err)
+	}
+	if calls[0].Grant.Acquired {
+		a := calls[0].Acquire
+		if err := b.Release(ctxT(t), backend.ReleaseRequest{Key: k, Owner: a.Owner, Attempt: a.Attempt, Token: calls[0].Grant.Token}); err != nil {
+			t.Error(err)
+		}
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	check("WatchReleases", info.AnnouncesReleases, within(t, s.patience, func() error {
+		return b.WatchReleases(ended, func(string) {})
+	}))
+	check("WatchHandOffs", info.HandOffNotices, within(t, s.patience, func() error {
+		return b.WatchHandOffs(ended, newAttempt(), func(backend.HandOff) {}, nil)
+	}))
+	if sh := b.Shard(k); !info.Sharded && sh != "" {
+		t.Errorf("Shard = %q, but Info declares no shards", sh)
+	}
+}
+
+// within runs fn and returns its error, failing the test when fn has not
+// returned after d (fn then runs on).
+func within(t *testing.T, d time.Duration, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("still running after %v with its context ended", d)
+		return nil
 	}
 }
 
@@ -433,14 +488,13 @@ func (s *suite) concurrentWinners(t *testing.T, owner func(i int) string) {
 
 func (s *suite) bWatch(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
-	w, ok := b.(backend.ReleaseWatcher)
-	if !ok {
+	if !b.Info().AnnouncesReleases {
 		t.Skipf("%s has no release notifications (waiters poll)", b.Info().Name)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan string, 16)
 	done := make(chan error, 1)
-	go func() { done <- w.WatchReleases(ctx, func(key string) { got <- key }) }()
+	go func() { done <- b.WatchReleases(ctx, func(key string) { got <- key }) }()
 	defer func() {
 		cancel()
 		<-done

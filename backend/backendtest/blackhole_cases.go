@@ -60,7 +60,7 @@ func EndsWithContext(t *testing.T, cancelled bool, call func(ctx context.Context
 // nothing is refused, connections stay open), every call returns within its
 // context plus CtxSlack with the context's error, cancelled or at its
 // deadline: Acquire, Renew, Release, and Inspect, List, Revoke, RenewBatch
-// and Batch where the backend has them. Close, which has no context, returns
+// and Batch where Info declares it. Close, which has no context, returns
 // within CtxSlack.
 func (s *suite) bBlackholed(t *testing.T) {
 	if s.blackhole == nil {
@@ -84,31 +84,23 @@ func (s *suite) bBlackholed(t *testing.T) {
 		}},
 		{"Renew", func(ctx context.Context) error { _, err := b.Renew(ctx, h.renewReq(time.Minute)); return err }},
 		{"Release", func(ctx context.Context) error { return b.Release(ctx, h.releaseReq()) }},
-	}
-	if in, ok := b.(backend.Inspector); ok {
-		calls = append(calls, call{"Inspect", func(ctx context.Context) error { _, _, err := in.Inspect(ctx, k+"held"); return err }})
-	}
-	if l, ok := b.(backend.Lister); ok {
-		calls = append(calls, call{"List", func(ctx context.Context) error {
-			return l.List(ctx, k, func(backend.Holding) bool { return true })
-		}})
-	}
-	if r, ok := b.(backend.Revoker); ok {
-		calls = append(calls, call{"Revoke", func(ctx context.Context) error { _, _, err := r.Revoke(ctx, k+"held", h.Token); return err }})
-	}
-	if br, ok := b.(backend.BatchRenewer); ok {
-		calls = append(calls, call{"RenewBatch", func(ctx context.Context) error {
-			_, err := br.RenewBatch(ctx, []backend.RenewRequest{h.renewReq(time.Minute), h.renewReq(time.Minute)})
+		{"Inspect", func(ctx context.Context) error { _, _, err := b.Inspect(ctx, k+"held"); return err }},
+		{"List", func(ctx context.Context) error {
+			return b.List(ctx, k, func(backend.Holding) bool { return true })
+		}},
+		{"Revoke", func(ctx context.Context) error { _, _, err := b.Revoke(ctx, k+"held", h.Token); return err }},
+		{"RenewBatch", func(ctx context.Context) error {
+			_, err := b.RenewBatch(ctx, []backend.RenewRequest{h.renewReq(time.Minute), h.renewReq(time.Minute)})
 			return err
-		}})
+		}},
 	}
-	if bb, ok := b.(backend.Batcher); ok {
+	if b.Info().Batches {
 		calls = append(calls, call{"Batch", func(ctx context.Context) error {
 			cs := []backend.Call{
 				{Op: backend.OpAcquire, Acquire: backend.AcquireRequest{Key: k + "free", Owner: "o2", Attempt: newAttempt(), TTL: time.Minute}},
 				{Op: backend.OpRenew, Renew: h.renewReq(time.Minute)},
 			}
-			bb.Batch(ctx, cs)
+			b.Batch(ctx, cs)
 			for _, c := range cs { // each call answers with the context's error
 				if !errors.Is(c.Err, context.Canceled) && !errors.Is(c.Err, context.DeadlineExceeded) {
 					return c.Err

@@ -7,9 +7,10 @@
 //		leaseholdtest.Run(t, newBackend) // the Manager's semantics on it
 //	}
 //
-// Run drives the backend directly, through the backend package's interfaces
-// only (acquire, renew, release, attempts, tokens, expiry, validation, keys,
-// release notifications, Inspector, Lister, Revoker); the Manager's semantics
+// Run drives the backend directly, through the Backend interface only
+// (acquire, renew, release, attempts, tokens, expiry, validation, keys,
+// release notifications, Inspect, List, Revoke, and that Info declares what
+// the optional methods do); the Manager's semantics
 // on a backend are package leaseholdtest's. Every subtest uses keys of its
 // own, so a suite can run against a shared server.
 //

@@ -3,7 +3,6 @@ package backendtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +14,13 @@ import (
 var ErrInjected = errors.New("backendtest: injected fault")
 
 // Faulty wraps a Backend, counting calls and injecting faults. The zero
-// switches inject nothing. Use Wrap to keep the wrapped backend's
-// ReleaseWatcher capability.
+// switches inject nothing. Its Info is the wrapped backend's without Inline
+// (its faults block) and without Batches (it makes no Batch): the engine then
+// sends every call on its own, each one counted and faulted here.
 type Faulty struct {
+	// Unsupported answers Batch, which Faulty's Info never declares.
+	backend.Unsupported
+
 	B backend.Backend
 
 	Acquires, Renews, Releases atomic.Int64
@@ -80,68 +83,36 @@ func (f *Faulty) AttemptOf(key string) string {
 }
 
 // Wrap returns a Faulty around b, and the Backend to give to a Manager (the
-// same Faulty, plus b's ReleaseWatcher and HandOffWatcher when b has them). A
-// Faulty always renews in batches (b's own RenewBatch, or one Renew after
-// another), so the engine's batching runs on every backend under test.
+// same Faulty). A Faulty always renews in batches (b's RenewBatch), so the
+// engine's batching runs on every backend under test, and passes b's release
+// announcements and hand-off notices through.
 func Wrap(b backend.Backend) (*Faulty, backend.Backend) {
 	f := &Faulty{B: b}
-	w, releases := b.(backend.ReleaseWatcher)
-	h, handOffs := b.(backend.HandOffWatcher)
-	switch {
-	case releases && handOffs:
-		return f, faultyBoth{faultyWatcher{f, w}, h}
-	case releases:
-		return f, faultyWatcher{f, w}
-	case handOffs:
-		return f, faultyHandOffs{f, h}
-	}
 	return f, f
 }
 
-type faultyWatcher struct {
-	*Faulty
-	w backend.ReleaseWatcher
-}
-
 // WatchReleases passes the wrapped backend's notifications through.
-func (f faultyWatcher) WatchReleases(ctx context.Context, fn func(string)) error {
-	return f.w.WatchReleases(ctx, fn)
-}
-
-type faultyHandOffs struct {
-	*Faulty
-	h backend.HandOffWatcher
+func (f *Faulty) WatchReleases(ctx context.Context, fn func(string)) error {
+	return f.B.WatchReleases(ctx, fn)
 }
 
 // WatchHandOffs passes the wrapped backend's hand-off notices through.
-func (f faultyHandOffs) WatchHandOffs(ctx context.Context, addr string, fn func(backend.HandOff), ready func()) error {
-	return f.h.WatchHandOffs(ctx, addr, fn, ready)
-}
-
-type faultyBoth struct {
-	faultyWatcher
-	h backend.HandOffWatcher
-}
-
-// WatchHandOffs passes the wrapped backend's hand-off notices through.
-func (f faultyBoth) WatchHandOffs(ctx context.Context, addr string, fn func(backend.HandOff), ready func()) error {
-	return f.h.WatchHandOffs(ctx, addr, fn, ready)
+func (f *Faulty) WatchHandOffs(ctx context.Context, addr string, fn func(backend.HandOff), ready func()) error {
+	return f.B.WatchHandOffs(ctx, addr, fn, ready)
 }
 
 // Calls is the total number of backend calls so far.
 func (f *Faulty) Calls() int64 { return f.Acquires.Load() + f.Renews.Load() + f.Releases.Load() }
 
-// Info is the wrapped backend's.
-func (f *Faulty) Info() backend.Info { return f.B.Info() }
-
-// Shard is the wrapped backend's (backend.Sharder), or "" when it has no
-// shards.
-func (f *Faulty) Shard(key string) string {
-	if s, ok := f.B.(backend.Sharder); ok {
-		return s.Shard(key)
-	}
-	return ""
+// Info is the wrapped backend's, without Inline and Batches (see Faulty).
+func (f *Faulty) Info() backend.Info {
+	info := f.B.Info()
+	info.Inline, info.Batches = false, false
+	return info
 }
+
+// Shard is the wrapped backend's.
+func (f *Faulty) Shard(key string) string { return f.B.Shard(key) }
 
 // Close does nothing: the wrapped backend belongs to the test.
 func (f *Faulty) Close() error { return nil }
@@ -191,8 +162,8 @@ func (f *Faulty) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gra
 	return g, err
 }
 
-// RenewBatch renews rs through b's RenewBatch when it has one; FailRenew fails
-// the batch as a whole.
+// RenewBatch renews rs through b's RenewBatch; FailRenew fails the batch as a
+// whole.
 func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	f.RenewBatches.Add(1)
 	f.Renews.Add(int64(len(rs)))
@@ -202,17 +173,9 @@ func (f *Faulty) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]b
 	if f.FailRenew.Load() {
 		return nil, ErrInjected
 	}
-	var out []backend.RenewResult
-	if br, ok := f.B.(backend.BatchRenewer); ok {
-		var err error
-		if out, err = br.RenewBatch(ctx, rs); err != nil {
-			return nil, err
-		}
-	} else {
-		out = make([]backend.RenewResult, len(rs))
-		for i, r := range rs {
-			out[i].Grant, out[i].Err = f.B.Renew(ctx, r)
-		}
+	out, err := f.B.RenewBatch(ctx, rs)
+	if err != nil {
+		return nil, err
 	}
 	if f.FailAfterRenew.Load() {
 		return nil, ErrInjected
@@ -248,17 +211,12 @@ func (f *Faulty) block(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Inspect, List and Revoke pass through to the wrapped backend (an error
-// wrapping errors.ErrUnsupported when it lacks the capability), unless Stall.
+// Inspect, List and Revoke pass through to the wrapped backend, unless Stall.
 func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
 	if f.Stall.Load() {
 		return backend.Holding{}, false, f.block(ctx)
 	}
-	in, ok := f.B.(backend.Inspector)
-	if !ok {
-		return backend.Holding{}, false, fmt.Errorf("%s: Inspect: %w", f.B.Info().Name, errors.ErrUnsupported)
-	}
-	return in.Inspect(ctx, key)
+	return f.B.Inspect(ctx, key)
 }
 
 // List passes through (see Inspect).
@@ -266,11 +224,7 @@ func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holdin
 	if f.Stall.Load() {
 		return f.block(ctx)
 	}
-	l, ok := f.B.(backend.Lister)
-	if !ok {
-		return fmt.Errorf("%s: List: %w", f.B.Info().Name, errors.ErrUnsupported)
-	}
-	return l.List(ctx, prefix, fn)
+	return f.B.List(ctx, prefix, fn)
 }
 
 // Revoke passes through (see Inspect).
@@ -278,11 +232,7 @@ func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.
 	if f.Stall.Load() {
 		return backend.Holding{}, false, f.block(ctx)
 	}
-	r, ok := f.B.(backend.Revoker)
-	if !ok {
-		return backend.Holding{}, false, fmt.Errorf("%s: Revoke: %w", f.B.Info().Name, errors.ErrUnsupported)
-	}
-	return r.Revoke(ctx, key, token)
+	return f.B.Revoke(ctx, key, token)
 }
 
 // Partition makes every call fail (true) or pass (false), as a network

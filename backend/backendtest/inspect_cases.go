@@ -8,9 +8,9 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// inspectCases check the operator's view of the store: who holds a key
-// (Inspector, required of every backend), listing by prefix (Lister) and
-// ending a holding by force (Revoker).
+// inspectCases check the operator's view of the store, required of every
+// backend: who holds a key (Inspect), listing by prefix (List) and ending a
+// holding by force (Revoke).
 func (s *suite) inspectCases() []testCase {
 	return []testCase{
 		{"InspectShowsTheLiveHolding", s.bInspect},
@@ -19,19 +19,10 @@ func (s *suite) inspectCases() []testCase {
 	}
 }
 
-func inspector(t *testing.T, b backend.Backend) backend.Inspector {
-	t.Helper()
-	in, ok := b.(backend.Inspector)
-	if !ok {
-		t.Fatalf("%s does not implement backend.Inspector", b.Info().Name)
-	}
-	return in
-}
-
 func (s *suite) bInspect(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
-	in, ctx := inspector(t, b), ctxT(t)
-	if _, held, err := in.Inspect(ctx, k); err != nil || held {
+	ctx := ctxT(t)
+	if _, held, err := b.Inspect(ctx, k); err != nil || held {
 		t.Fatalf("Inspect of a free key = held %v, %v", held, err)
 	}
 	attempt := newAttempt()
@@ -39,7 +30,7 @@ func (s *suite) bInspect(t *testing.T) {
 	if err != nil || !g.Acquired {
 		t.Fatalf("Acquire: %+v, %v", g, err)
 	}
-	h, held, err := in.Inspect(ctx, k)
+	h, held, err := b.Inspect(ctx, k)
 	if err != nil || !held {
 		t.Fatalf("Inspect of a held key = held %v, %v", held, err)
 	}
@@ -47,12 +38,12 @@ func (s *suite) bInspect(t *testing.T) {
 		h.ExpiresIn <= 50*time.Second || h.ExpiresIn > time.Minute+time.Second {
 		t.Errorf("Inspect = %+v, want o1's holding (token %d, metadata md, about a minute left)", h, g.Token)
 	}
-	if _, _, err := in.Inspect(ctx, ""); !errors.Is(err, backend.ErrInvalidRequest) {
+	if _, _, err := b.Inspect(ctx, ""); !errors.Is(err, backend.ErrInvalidRequest) {
 		t.Errorf("Inspect(\"\") = %v, want ErrInvalidRequest", err)
 	}
 	short := mustGrant(t, b, k+"short", "o1", s.tiny)
 	time.Sleep(3 * s.tiny) // expiry has no signal: let the store's clock pass the TTL
-	if h, held, err := in.Inspect(ctx, short.key); err != nil || held {
+	if h, held, err := b.Inspect(ctx, short.key); err != nil || held {
 		t.Errorf("Inspect of an expired holding = %+v, held %v, %v", h, held, err)
 	}
 	if err := b.Release(ctx, backend.ReleaseRequest{Key: k, Owner: "o1", Attempt: attempt, Token: g.Token}); err != nil {
@@ -62,17 +53,13 @@ func (s *suite) bInspect(t *testing.T) {
 
 func (s *suite) bList(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
-	l, ok := b.(backend.Lister)
-	if !ok {
-		t.Skipf("%s does not list holdings", b.Info().Name)
-	}
 	want := map[string]uint64{}
 	for _, sfx := range []string{"a", "b", "c/d", "{x}"} {
 		want[k+sfx] = mustGrant(t, b, k+sfx, "o1", time.Minute).Token
 	}
 	mustGrant(t, b, k[:len(k)-1]+"-other", "o1", time.Minute) // shares all but the last character
 	got := map[string]uint64{}
-	if err := l.List(ctxT(t), k, func(h backend.Holding) bool { got[h.Key] = h.Token; return true }); err != nil {
+	if err := b.List(ctxT(t), k, func(h backend.Holding) bool { got[h.Key] = h.Token; return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
@@ -84,23 +71,19 @@ func (s *suite) bList(t *testing.T) {
 		}
 	}
 	n := 0
-	if err := l.List(ctxT(t), k, func(backend.Holding) bool { n++; return false }); err != nil || n != 1 {
+	if err := b.List(ctxT(t), k, func(backend.Holding) bool { n++; return false }); err != nil || n != 1 {
 		t.Errorf("List stopped by fn after %d calls (%v), want 1", n, err)
 	}
 }
 
 func (s *suite) bRevoke(t *testing.T) {
 	b, k := s.newBackend(t), uniq(t)
-	r, ok := b.(backend.Revoker)
-	if !ok {
-		t.Skipf("%s does not revoke holdings", b.Info().Name)
-	}
 	ctx := ctxT(t)
 	g := mustGrant(t, b, k, "o1", time.Minute)
-	if _, removed, err := r.Revoke(ctx, k, g.Token+1); err != nil || removed {
+	if _, removed, err := b.Revoke(ctx, k, g.Token+1); err != nil || removed {
 		t.Errorf("Revoke with another token: removed %v, %v; want nothing removed", removed, err)
 	}
-	h, removed, err := r.Revoke(ctx, k, g.Token)
+	h, removed, err := b.Revoke(ctx, k, g.Token)
 	if err != nil || !removed || h.Owner != "o1" || h.Token != g.Token {
 		t.Fatalf("Revoke = %+v, removed %v, %v", h, removed, err)
 	}
@@ -111,10 +94,10 @@ func (s *suite) bRevoke(t *testing.T) {
 	if g2.Token <= g.Token {
 		t.Errorf("token after revoking %d: %d, want higher", g.Token, g2.Token)
 	}
-	if _, removed, err := r.Revoke(ctx, k, 0); err != nil || !removed {
+	if _, removed, err := b.Revoke(ctx, k, 0); err != nil || !removed {
 		t.Errorf("Revoke(token 0) of a live holding: removed %v, %v", removed, err)
 	}
-	if _, removed, err := r.Revoke(ctx, k, 0); err != nil || removed {
+	if _, removed, err := b.Revoke(ctx, k, 0); err != nil || removed {
 		t.Errorf("Revoke of a free key: removed %v, %v", removed, err)
 	}
 }

@@ -38,7 +38,7 @@ func RunNamespaces(t *testing.T, newNamespaced func(t *testing.T, prefix string)
 			{"inner", inner, "job", "inner-owner"},
 			{"inner", inner, "app/job", ""},
 		} {
-			h, held, err := inspector(t, c.b).Inspect(ctx, c.key)
+			h, held, err := c.b.Inspect(ctx, c.key)
 			if err != nil || held != (c.owner != "") || (held && h.Owner != c.owner) {
 				t.Errorf("%s Inspect(%q) = %+v, held %v, %v; want held by %q", c.name, c.key, h, held, err, c.owner)
 			}
@@ -54,12 +54,8 @@ func RunNamespaces(t *testing.T, newNamespaced func(t *testing.T, prefix string)
 			{"inner", inner, "", []string{"job inner-owner"}},
 			{"inner", inner, "app/", nil},
 		} {
-			l, ok := c.b.(backend.Lister)
-			if !ok {
-				continue
-			}
 			var got []string
-			if err := l.List(ctx, c.prefix, func(h backend.Holding) bool {
+			if err := c.b.List(ctx, c.prefix, func(h backend.Holding) bool {
 				got = append(got, h.Key+" "+h.Owner)
 				return true
 			}); err != nil {
@@ -74,7 +70,7 @@ func RunNamespaces(t *testing.T, newNamespaced func(t *testing.T, prefix string)
 		if err := outer.Release(ctx, o.releaseReq()); err != nil {
 			t.Fatal(err)
 		}
-		if h, held, err := inspector(t, inner).Inspect(ctx, "job"); err != nil || !held || h.Token != g.Token {
+		if h, held, err := inner.Inspect(ctx, "job"); err != nil || !held || h.Token != g.Token {
 			t.Errorf("inner Inspect(job) after the outer release: %+v, held %v, %v; want still held", h, held, err)
 		}
 		if err := inner.Release(ctx, g.releaseReq()); err != nil {

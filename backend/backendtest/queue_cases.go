@@ -276,8 +276,7 @@ func (s *suite) qDeadHeadsTurn(t *testing.T) {
 // number of its latest poll; Renew with that token picks it up.
 func (s *suite) qNotice(t *testing.T) {
 	b, k := s.queueBackend(t), uniq(t)
-	w, ok := b.(backend.HandOffWatcher)
-	if !ok {
+	if !b.Info().HandOffNotices {
 		t.Skipf("%s sends no hand-off notices (waiters poll)", b.Info().Name)
 	}
 	addr := newAttempt()
@@ -286,7 +285,7 @@ func (s *suite) qNotice(t *testing.T) {
 	ready := make(chan struct{}, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- w.WatchHandOffs(ctx, addr, func(h backend.HandOff) { got <- h }, func() { ready <- struct{}{} })
+		done <- b.WatchHandOffs(ctx, addr, func(h backend.HandOff) { got <- h }, func() { ready <- struct{}{} })
 	}()
 	defer func() {
 		cancel()
@@ -346,13 +345,9 @@ func (s *suite) qFull(t *testing.T) {
 // An operator's Revoke hands the key on as a release does.
 func (s *suite) qRevoke(t *testing.T) {
 	b, k := s.queueBackend(t), uniq(t)
-	rv, ok := b.(backend.Revoker)
-	if !ok {
-		t.Skipf("%s has no Revoke", b.Info().Name)
-	}
 	a := mustGrant(t, b, k, "a", time.Minute)
 	w := enqueue(t, b, k, "w", longQueue())
-	if _, removed, err := rv.Revoke(ctxT(t), k, 0); err != nil || !removed {
+	if _, removed, err := b.Revoke(ctxT(t), k, 0); err != nil || !removed {
 		t.Fatalf("Revoke = %v, %v", removed, err)
 	}
 	pickUp(t, b, w, a.Token)

@@ -73,7 +73,7 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 		cases []testCase
 	}{
 		{"Backend", s.backendCases()}, // the Backend contract itself
-		{"Inspect", s.inspectCases()}, // Inspector, Lister, Revoker
+		{"Inspect", s.inspectCases()}, // Inspect, List, Revoke
 		{"Queue", s.queueCases()},     // the waiter queue and the hand-off
 	}
 	for _, g := range groups {

@@ -56,21 +56,20 @@
 //
 // # Renewals in batches
 //
-// Backend implements backend.BatchRenewer: up to 128 renewals (etcd's
-// default limit of operations per transaction) cost one transaction that
-// reads every key, and keep-alive streams (up to four side by side) on which
-// the keep-alives of every lease are pipelined. Measured on a three-member
-// loopback cluster on a loaded two-core machine, 100 renewals take 26-46 ms
-// in one batch against 180-350 ms one by one (TestMeasureLatency). Leases
-// are not shared between holdings: a shared lease would keep alive a holding
-// whose holder stopped renewing it, and revoking it would end every holding
-// on it.
+// In RenewBatch, up to 128 renewals (etcd's default limit of operations per
+// transaction) cost one transaction that reads every key, and keep-alive
+// streams (up to four side by side) on which the keep-alives of every lease
+// are pipelined. Measured on a three-member loopback cluster on a loaded
+// two-core machine, 100 renewals take 26-46 ms in one batch against 180-350
+// ms one by one (TestMeasureLatency). Leases are not shared between
+// holdings: a shared lease would keep alive a holding whose holder stopped
+// renewing it, and revoking it would end every holding on it.
 //
 // # Release notifications
 //
-// Backend implements backend.ReleaseWatcher with one etcd watch on the prefix,
-// filtered to deletions. A release, a revoke and the end of a lease all
-// delete the key, so waiters wake at once in all three cases, without
+// Info says AnnouncesReleases: WatchReleases keeps one etcd watch on the
+// prefix, filtered to deletions. A release, a revoke and the end of a lease
+// all delete the key, so waiters wake at once in all three cases, without
 // polling. The watch requires a leader: on a member cut off from its cluster
 // it is cancelled and started again.
 //

@@ -17,6 +17,10 @@ import (
 
 // Backend is the etcd lease store. It is safe for concurrent use.
 type Backend struct {
+	// Unsupported answers Batch, WatchHandOffs and Shard: etcd has no
+	// waiter queue, and one cluster is one shard.
+	backend.Unsupported
+
 	cli    *clientv3.Client
 	prefix string
 	keys   string // prefix + keySeparator: what every lease's etcd key starts with
@@ -24,14 +28,7 @@ type Backend struct {
 	log    *slog.Logger
 }
 
-var (
-	_ backend.Backend        = (*Backend)(nil)
-	_ backend.Inspector      = (*Backend)(nil)
-	_ backend.Lister         = (*Backend)(nil)
-	_ backend.Revoker        = (*Backend)(nil)
-	_ backend.ReleaseWatcher = (*Backend)(nil)
-	_ backend.BatchRenewer   = (*Backend)(nil)
-)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a Backend on cli. The client stays the caller's: Close does not
 // close it. Give it every member's endpoint, so that it fails over when one
@@ -54,10 +51,10 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	return &Backend{cli: cli, prefix: cfg.prefix, keys: cfg.prefix + keySeparator, minTTL: cfg.minTTL, log: cfg.logger}, nil
 }
 
-// Info implements backend.Backend.
+// Info implements backend.Backend: releases are announced (a watch), and
 // etcd leases count whole seconds, at least the backend's minimum.
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "etcd", TTLUnit: time.Second, MinTTL: b.minTTL}
+	return backend.Info{Name: "etcd", AnnouncesReleases: true, TTLUnit: time.Second, MinTTL: b.minTTL}
 }
 
 // Close implements backend.Backend. The backend holds nothing of its own: the

@@ -12,7 +12,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Inspect implements backend.Inspector: the key and the time its lease has
+// Inspect implements backend.Backend: the key and the time its lease has
 // left (whole seconds, rounded up, as etcd reports it). A key whose lease has
 // just ended but which etcd has not deleted yet is not held; nor is one in
 // its lease's last second, which etcd cannot tell apart from it (a holder
@@ -58,7 +58,7 @@ func (b *Backend) holdingOf(ctx context.Context, kv *mvccpb.KeyValue) (backend.H
 // listPage is how many keys one List read returns.
 const listPage = 100
 
-// List implements backend.Lister: range reads of listPage keys in byte order,
+// List implements backend.Backend: range reads of listPage keys in byte order,
 // each holding's time left asked of its lease (one call per holding).
 func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
 	start := b.etcdKey(prefix)
@@ -84,7 +84,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 	}
 }
 
-// Revoke implements backend.Revoker: it deletes the key if it did not change
+// Revoke implements backend.Backend: it deletes the key if it did not change
 // since it was read (watchers are told), then revokes its lease. The token, a revision, is never
 // issued again; the holder's next renewal finds the key gone or someone
 // else's.

@@ -18,7 +18,7 @@ import (
 // (--max-txn-ops).
 const maxBatch = 128
 
-// RenewBatch implements backend.BatchRenewer in two round trips for up to 128
+// RenewBatch implements backend.Backend in two round trips for up to 128
 // renewals: one transaction reads every key, then keep-alive streams (up to
 // four side by side) carry the keep-alives of every lease still named by its
 // request, pipelined (the member answers them in order without waiting for

@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// WatchReleases implements backend.ReleaseWatcher with one etcd watch on the
+// WatchReleases implements backend.Backend with one etcd watch on the
 // backend's prefix, filtered to deletions: a release, a revoke and an expiry
 // all delete the key (the lease takes it with it), so waiters wake at once in
 // all three cases. The watch requires a leader: on a member cut off from its

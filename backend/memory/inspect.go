@@ -9,12 +9,6 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var (
-	_ backend.Inspector = (*Backend)(nil)
-	_ backend.Lister    = (*Backend)(nil)
-	_ backend.Revoker   = (*Backend)(nil)
-)
-
 // Inspect returns the live holding of key.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
 	if err := check(ctx, backend.CheckText("key", key)); err != nil {

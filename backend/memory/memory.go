@@ -26,6 +26,8 @@ const shrinkAbove = 1024
 
 // Backend is the in-process lease store. The zero value is not usable; call New.
 type Backend struct {
+	backend.Unsupported // Batch and Shard: one lock step per call, one shard
+
 	seed   maphash.Seed
 	shards [shards]shard
 	// lastTok is one counter for all keys: increasing overall is increasing
@@ -56,12 +58,7 @@ type entry struct {
 	waited   bool // a refused acquire will wait: announce the release
 }
 
-var (
-	_ backend.Backend        = (*Backend)(nil)
-	_ backend.ReleaseWatcher = (*Backend)(nil)
-	_ backend.BatchRenewer   = (*Backend)(nil)
-	_ backend.Immediate      = (*Backend)(nil)
-)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns an empty store.
 func New() *Backend {
@@ -77,13 +74,12 @@ func (b *Backend) shard(key string) *shard {
 	return &b.shards[maphash.String(b.seed, key)%shards]
 }
 
-// Info reports Name "memory", ProcessLocal true, Queue true.
+// Info reports Name "memory", ProcessLocal, Queue, Inline (no call waits on
+// I/O), AnnouncesReleases and HandOffNotices.
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "memory", ProcessLocal: true, Queue: true}
+	return backend.Info{Name: "memory", ProcessLocal: true, Queue: true, Inline: true,
+		AnnouncesReleases: true, HandOffNotices: true}
 }
-
-// Immediate marks calls as never waiting on I/O.
-func (b *Backend) Immediate() {}
 
 // Acquire grants r.Key when it is free or expired, or refreshes the live
 // holding that r.Attempt itself made (a retried attempt).

@@ -10,8 +10,6 @@ import (
 // The waiter queue of backend/queue.go: per key, the attempts that wait for
 // it in order of arrival, kept by the key's shard under its lock.
 
-var _ backend.HandOffWatcher = (*Backend)(nil)
-
 // waitQueue is one key's queue.
 type waitQueue struct {
 	entries []qEntry

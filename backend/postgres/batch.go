@@ -11,8 +11,6 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var _ backend.Batcher = (*Backend)(nil)
-
 // Batch makes every call in calls in one round trip (a pgx.Batch: one
 // pipeline on one pooled connection) and fills in each call's Grant and Err as
 // Acquire, Renew or Release would have answered it, with the same statements.

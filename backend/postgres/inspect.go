@@ -15,12 +15,6 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var (
-	_ backend.Inspector = (*Backend)(nil)
-	_ backend.Lister    = (*Backend)(nil)
-	_ backend.Revoker   = (*Backend)(nil)
-)
-
 // defaultListPage is how many holdings List reads per statement: no
 // connection is held while fn runs, and each page is a short read.
 const defaultListPage = 500

@@ -13,10 +13,11 @@ import (
 )
 
 // Backend is the PostgreSQL lease store. It is safe for concurrent use. It
-// implements backend.Backend, backend.ReleaseWatcher, backend.HandOffWatcher,
-// backend.BatchRenewer, backend.Batcher, backend.Inspector, backend.Lister
-// and backend.Revoker, and keeps the waiter queue (Info().Queue).
+// keeps the waiter queue, batches, announces releases and sends hand-off
+// notices (see Info); it has one shard (the embedded Unsupported's Shard).
 type Backend struct {
+	backend.Unsupported
+
 	pool       *pgxpool.Pool
 	names      names
 	lockSpace  string // prefix of every advisory lock key: schema NUL table NUL
@@ -52,11 +53,7 @@ type Backend struct {
 // as on Redis.
 const defaultWatchIdle = 15 * time.Second
 
-var (
-	_ backend.Backend        = (*Backend)(nil)
-	_ backend.ReleaseWatcher = (*Backend)(nil)
-	_ backend.HandOffWatcher = (*Backend)(nil)
-)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a Backend that keeps its leases in the table chosen by the
 // options (default lease.leases), using pool for every statement. The table
@@ -92,10 +89,14 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	return b, nil
 }
 
-// Info reports Name "postgres" and Queue: leases are shared by every process
-// that uses the same table, and the store keeps the waiter queue and hands a
-// released name to its head (backend/queue.go).
-func (b *Backend) Info() backend.Info { return backend.Info{Name: "postgres", Queue: true} }
+// Info reports Name "postgres", Queue, Batches, AnnouncesReleases and
+// HandOffNotices: leases are shared by every process that uses the same
+// table, the store keeps the waiter queue and hands a released name to its
+// head (backend/queue.go), a batch is one round trip, and releases and
+// hand-offs are announced with NOTIFY.
+func (b *Backend) Info() backend.Info {
+	return backend.Info{Name: "postgres", Queue: true, Batches: true, AnnouncesReleases: true, HandOffNotices: true}
+}
 
 // Close does nothing: the pool belongs to the caller, and watches end with
 // their context. It exists to satisfy backend.Backend and returns nil.

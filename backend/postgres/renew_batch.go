@@ -9,8 +9,6 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var _ backend.BatchRenewer = (*Backend)(nil)
-
 // RenewBatch renews every request in one statement (one round trip, one
 // synchronous commit) and returns one result per request, in order: a Grant,
 // or an error wrapping backend.ErrNotHeld (the holding, named by Key, Owner,

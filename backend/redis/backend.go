@@ -17,9 +17,9 @@ import (
 // ErrClosed is returned (wrapped) by every call made after Close.
 var ErrClosed = errors.New("redis: backend closed")
 
-// Backend is a backend.Backend on Redis, with a waiter queue per name. It
-// also implements backend.ReleaseWatcher and backend.HandOffWatcher. It is
-// safe for concurrent use.
+// Backend is a backend.Backend on Redis, with a waiter queue per name, release
+// announcements, hand-off notices, batches, and shards on Cluster. It is safe
+// for concurrent use.
 type Backend struct {
 	client goredis.UniversalClient
 	cfg    config
@@ -44,13 +44,7 @@ type Backend struct {
 	slotMap atomic.Bool
 }
 
-var (
-	_ backend.Backend        = (*Backend)(nil)
-	_ backend.ReleaseWatcher = (*Backend)(nil)
-	_ backend.Batcher        = (*Backend)(nil)
-	_ backend.HandOffWatcher = (*Backend)(nil)
-	_ backend.Sharder        = (*Backend)(nil)
-)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a Backend that keeps its leases in the Redis deployment behind
 // client: a *goredis.Client (single node, or Sentinel through
@@ -116,10 +110,14 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 	return b, nil
 }
 
-// Info reports "redis", shared across processes, with a waiter queue unless
-// WithWaiterQueue(false) turned it off.
+// Info reports "redis", shared across processes, with batches, with a waiter
+// queue unless WithWaiterQueue(false) turned it off, with release
+// announcements and hand-off notices unless WithReleaseNotifications(false)
+// turned them off, and Sharded on Cluster.
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "redis", ProcessLocal: false, Queue: b.cfg.queue}
+	_, cluster := b.client.(*goredis.ClusterClient)
+	return backend.Info{Name: "redis", ProcessLocal: false, Queue: b.cfg.queue, Batches: true,
+		AnnouncesReleases: b.cfg.notify, HandOffNotices: b.cfg.notify, Sharded: cluster}
 }
 
 // Close ends every running WatchReleases and the backend's idle I/O
@@ -130,7 +128,7 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Shard implements backend.Sharder: on Cluster, the address of the master
+// Shard names the shard of key (Info says Sharded on Cluster): the address of the master
 // that serves key's slot in the client's slot map, so that a master that
 // stops answering holds back only the calls on its own slots; "" on one
 // server or Sentinel (one shard), and on Cluster until the slot map is

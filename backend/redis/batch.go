@@ -11,7 +11,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Batch implements backend.Batcher: every call's script in one pipeline, so
+// Batch (Info says Batches) sends every call's script in one pipeline, so
 // the whole batch costs one round trip (on Cluster one per node, in
 // parallel, and the batch waits for every node it goes to: the engine
 // sends each master's calls in batches of their own, by Shard), and each

@@ -78,7 +78,8 @@
 // A refused Acquire with Wait set marks the holding in the way (field w of
 // the lease hash); Release and Revoke publish the key when they end a marked
 // holding that they hand to nobody, and nothing otherwise, so that a release
-// nobody waits for costs no PUBLISH. Backend implements backend.ReleaseWatcher with a single
+// nobody waits for costs no PUBLISH. Info says AnnouncesReleases (unless
+// WithReleaseNotifications(false)): WatchReleases keeps a single
 // subscription per watch, so the engine can wake waiters at once. Expiry
 // publishes nothing; waiters also wake at the holder's expiry.
 //
@@ -101,7 +102,8 @@
 // holding is marked (w), which every refusal that queues, every hand-off and
 // every grant made while the queue has entries sets.
 //
-// Backend implements backend.HandOffWatcher: WatchHandOffs subscribes to
+// Info says HandOffNotices (unless WithReleaseNotifications(false)):
+// WatchHandOffs subscribes to
 // the channel of one address (HandOffChannel), and a release that hands the
 // name to an entry with that address publishes the name, owner, attempt,
 // new token and poll number there (pub/sub: at most once; on Cluster,
@@ -109,7 +111,7 @@
 //
 // # Batches
 //
-// Backend implements backend.Batcher: Batch sends the scripts of many calls
+// Info says Batches: Batch sends the scripts of many calls
 // (acquires, renewals, releases, several on one name in order) in one
 // pipeline, each call answered as its single call would be. On Cluster the
 // client's pipeline is split by node; under replica confirmation there is one
@@ -117,7 +119,7 @@
 // A server that forgot the scripts (restart, failover, SCRIPT FLUSH) gets
 // them loaded and the calls it refused sent again.
 //
-// Backend implements backend.BatchRenewer: RenewBatch renews many holdings
+// RenewBatch renews many holdings
 // in one pipelined round trip, up to 500 in each script call (renew_many,
 // which renews each as the renew script does), with per-lease results, and
 // fails as a whole when the round trip cannot be confirmed. On Cluster the
@@ -139,13 +141,12 @@
 //
 // # Operator's view
 //
-// Backend implements backend.Inspector (Inspect: one read-only script),
-// backend.Lister (List: SCAN by name prefix, on every master of a Cluster,
-// each page read in one pipeline) and backend.Revoker (Revoke: deletes the
+// Inspect is one read-only script; List is SCAN by name prefix, on every
+// master of a Cluster, each page read in one pipeline; Revoke deletes the
 // lease hash, keeps the counter so the token is never issued again,
 // publishes the release, and leaves a receipt naming the call, so that
 // go-redis's resend of the script after a lost answer reports the holding
-// the first send removed rather than "not there").
+// the first send removed rather than "not there".
 //
 // # Client settings
 //

@@ -11,12 +11,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var (
-	_ backend.Inspector = (*Backend)(nil)
-	_ backend.Revoker   = (*Backend)(nil)
-)
-
-// Inspect implements backend.Inspector: the live holding of key, read in one
+// Inspect implements backend.Backend: the live holding of key, read in one
 // script so that the fields and the remaining time belong together.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
@@ -48,7 +43,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 // resends of one call (go-redis's retries, within the call's context).
 const revokeReceiptTTL = 10 * time.Minute
 
-// Revoke implements backend.Revoker: it ends the live holding of key (the one
+// Revoke implements backend.Backend: it ends the live holding of key (the one
 // with token, or any when token is 0), whoever holds it, and hands it to the
 // head of its queue or announces it, as a release does. The fence counter stays, so
 // the token is never issued again and the holder's next renewal is refused.

@@ -12,8 +12,6 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var _ backend.Lister = (*Backend)(nil)
-
 // listPage is the COUNT hint of each SCAN step and the size of each pipeline
 // of inspections: small enough that no step holds the server for long.
 const listPage = 500
@@ -28,7 +26,7 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // errStopList ends the SCAN of every node once fn has asked to stop.
 var errStopList = errors.New("list stopped")
 
-// List implements backend.Lister: SCAN over the lease hashes of names that
+// List implements backend.Backend: SCAN over the lease hashes of names that
 // start with prefix (on every master of a Cluster), then each page's holdings
 // read with the inspect script in one pipeline. It never blocks the server for
 // long; like any SCAN it may miss a holding granted meanwhile or report one

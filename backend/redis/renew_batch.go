@@ -13,8 +13,6 @@ import (
 	"github.com/leasehold/leasehold/internal/roundtrip"
 )
 
-var _ backend.BatchRenewer = (*Backend)(nil)
-
 // maxRenewChunk bounds the renewals of one renew_many call. A script blocks
 // the server while it runs, and each renewal costs it an HMGET and a
 // PEXPIREAT (about 0.5 µs each, scripts/CONTRACT.md) and a little Lua: 500

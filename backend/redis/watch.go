@@ -19,7 +19,7 @@ const (
 	watchRetryMax = 2 * time.Second
 )
 
-// WatchReleases implements backend.ReleaseWatcher: one subscription to the
+// WatchReleases (Info says AnnouncesReleases): one subscription to the
 // release channel, calling fn with the key of every release by any process
 // that uses the same prefix. It resubscribes by itself after a failure (with a
 // capped backoff; releases made meanwhile are missed), checks an idle
@@ -30,7 +30,7 @@ func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error 
 	return b.watch(ctx, "release", b.Channel(), fn, b.cfg.onSubscribed)
 }
 
-// WatchHandOffs implements backend.HandOffWatcher: one subscription to the
+// WatchHandOffs (Info says HandOffNotices): one subscription to the
 // channel of the address addr (HandOffChannel), calling fn with every
 // hand-off a release or revoke by any process of the same prefix sent there,
 // and ready (when not nil) each time the subscription is confirmed, the first

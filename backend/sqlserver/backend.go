@@ -15,6 +15,10 @@ import (
 
 // Backend is the SQL Server lease store. It is safe for concurrent use.
 type Backend struct {
+	// Unsupported answers Batch, WatchReleases, WatchHandOffs and Shard:
+	// one statement per call, no cheap notification, one shard.
+	backend.Unsupported
+
 	db      *sql.DB
 	names   objectNames
 	q       queries

@@ -43,10 +43,9 @@
 // safe because every batch is idempotent for its attempt. Inspect, List (by
 // exact byte prefix) and Revoke (fencing: the revoked token is never drawn
 // again, and it hands the name on as a release does) give operators their
-// view; Revoke alone is never retried. RenewBatch (backend.BatchRenewer)
-// renews up to 400 holdings in one UPDATE joined to the requests. The backend
-// implements neither backend.ReleaseWatcher nor backend.HandOffWatcher: SQL
-// Server has no cheap notification, so waiters wake at the holder's expiry
+// view; Revoke alone is never retried. RenewBatch renews up to 400 holdings
+// in one UPDATE joined to the requests. Info declares neither
+// AnnouncesReleases nor HandOffNotices: SQL Server has no cheap notification, so waiters wake at the holder's expiry
 // or by polling, and pick a hand-off up with their next poll.
 //
 // Create the tables once with EnsureSchema (idempotent, safe when several

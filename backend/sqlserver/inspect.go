@@ -11,12 +11,6 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var (
-	_ backend.Inspector = (*Backend)(nil)
-	_ backend.Lister    = (*Backend)(nil)
-	_ backend.Revoker   = (*Backend)(nil)
-)
-
 // Inspect returns the live holding of key, whoever holds it; held is false
 // when the key is free or its holding has expired (on the server's clock).
 // It changes nothing, so transient errors are retried.

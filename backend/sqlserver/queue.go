@@ -11,8 +11,8 @@ import "math"
 // The only other writer is the sweep, which deletes expired entries, which
 // every batch treats as absent anyway.
 //
-// SQL Server has no cheap notification, so the backend is no
-// backend.HandOffWatcher: a waiter handed the name learns it when it next
+// SQL Server has no cheap notification, so Info declares no HandOffNotices:
+// a waiter handed the name learns it when it next
 // polls (an Acquire of its attempt, which finds its own live holding and
 // refreshes it to the full TTL), or by Renew with the token. Notify is
 // therefore not stored.

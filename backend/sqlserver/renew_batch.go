@@ -16,8 +16,6 @@ import (
 // rows stay under the 1000 rows of a table value constructor.
 const maxBatchRenewals = 400
 
-var _ backend.BatchRenewer = (*Backend)(nil)
-
 // RenewBatch renews many holdings in one round trip per 400 requests: one
 // UPDATE joined to the requests, filtered like Renew by name, owner, attempt,
 // token and expiry. It returns one result per request, in order: a Grant, or an error

@@ -147,7 +147,7 @@ func TestReleaseForce(t *testing.T) {
 				t.Errorf("the question does not show the holding's token %d", l.Token())
 			}
 		}
-		if h, held, err := e.b.(backend.Inspector).Inspect(ctx, name); err != nil || !held || h.Token != l.Token() {
+		if h, held, err := e.b.Inspect(ctx, name); err != nil || !held || h.Token != l.Token() {
 			t.Fatalf("after refusals: %+v held=%v err=%v; want still held with token %d", h, held, err, l.Token())
 		}
 		if err := l.Err(); err != nil {

@@ -18,11 +18,7 @@ func listCommand() *command {
 	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
 		prefix := fs.String("prefix", "", "list only names starting with `P`")
 		return func(ctx context.Context, a *app, s *store, o *opts) int {
-			l, ok := capability[backend.Lister](a, s, c.name, "list leases")
-			if !ok {
-				return exitFailure
-			}
-			hs, err := listAll(ctx, l, o, o.keyPrefix+*prefix)
+			hs, err := listAll(ctx, s.b, o, o.keyPrefix+*prefix)
 			if err != nil {
 				return a.fail(s, c.name, err)
 			}
@@ -46,8 +42,13 @@ func listCommand() *command {
 	return c
 }
 
+// lister is the part of a backend that list and watch use.
+type lister interface {
+	List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error
+}
+
 // listAll reads every live holding under prefix, bounded by -timeout.
-func listAll(ctx context.Context, l backend.Lister, o *opts, prefix string) ([]backend.Holding, error) {
+func listAll(ctx context.Context, l lister, o *opts, prefix string) ([]backend.Holding, error) {
 	ctx, cancel := callCtx(ctx, o)
 	defer cancel()
 	var hs []backend.Holding
@@ -63,12 +64,8 @@ func inspectCommand() *command {
 		summary: "Show who holds NAME: owner, token, time left (as the store measures it), expiry and metadata.\n  A free name prints \"free\" (with -json: {\"held\":false}) and exits 0."}
 	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
 		return func(ctx context.Context, a *app, s *store, o *opts) int {
-			in, ok := capability[backend.Inspector](a, s, c.name, "inspect leases")
-			if !ok {
-				return exitFailure
-			}
 			cctx, cancel := callCtx(ctx, o)
-			h, held, err := in.Inspect(cctx, o.key)
+			h, held, err := s.b.Inspect(cctx, o.key)
 			cancel()
 			if err != nil {
 				return a.fail(s, c.name, err)
@@ -123,18 +120,10 @@ func releaseCommand() *command {
 
 func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uint64) int {
 	const cmd = "release"
-	rv, ok := capability[backend.Revoker](a, s, cmd, "release leases by force")
-	if !ok {
-		return exitFailure
-	}
 	shown := !yes
 	if shown {
-		in, ok := capability[backend.Inspector](a, s, cmd, "inspect leases (use -yes to release without confirmation)")
-		if !ok {
-			return exitFailure
-		}
 		cctx, cancel := callCtx(ctx, o)
-		h, held, err := in.Inspect(cctx, o.key)
+		h, held, err := s.b.Inspect(cctx, o.key)
 		cancel()
 		if err != nil {
 			return a.fail(s, cmd, err)
@@ -159,7 +148,7 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 		token = h.Token // exactly the holding shown, not a newer one
 	}
 	cctx, cancel := callCtx(ctx, o)
-	h, removed, err := rv.Revoke(cctx, o.key, token)
+	h, removed, err := s.b.Revoke(cctx, o.key, token)
 	cancel()
 	switch {
 	case errors.Is(err, backend.ErrRevokeUnconfirmed):
@@ -169,14 +158,11 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 		return a.failf(s, cmd, "%v (the lease may or may not have been released: inspect it)", err)
 	case !removed:
 		// Nothing was there to end: say what stands instead.
-		held, now := false, backend.Holding{}
-		if in, ok := s.b.(backend.Inspector); ok {
-			cctx, cancel := callCtx(ctx, o)
-			now, held, err = in.Inspect(cctx, o.key)
-			cancel()
-			if err != nil {
-				return a.failf(s, cmd, "%s: nothing released (no holding with token %d), and what holds it now is unknown: %v", oneLine(o.name), token, err)
-			}
+		cctx, cancel := callCtx(ctx, o)
+		now, held, err := s.b.Inspect(cctx, o.key)
+		cancel()
+		if err != nil {
+			return a.failf(s, cmd, "%s: nothing released (no holding with token %d), and what holds it now is unknown: %v", oneLine(o.name), token, err)
 		}
 		return releasedNothing(a, o, held, now, token, shown)
 	}

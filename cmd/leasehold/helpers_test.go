@@ -241,22 +241,6 @@ func redisEnv(t *testing.T) *storeEnv {
 	return &storeEnv{name: "redis", b: b, flags: []string{"-redis", redisAddr(), "-redis-prefix", prefix}, listeners: listeners}
 }
 
-// Every store the CLI is tested on has the capabilities it uses.
-var (
-	_ backend.Lister    = (*redis.Backend)(nil)
-	_ backend.Inspector = (*redis.Backend)(nil)
-	_ backend.Revoker   = (*redis.Backend)(nil)
-	_ backend.Lister    = (*postgres.Backend)(nil)
-	_ backend.Inspector = (*postgres.Backend)(nil)
-	_ backend.Revoker   = (*postgres.Backend)(nil)
-	_ backend.Lister    = (*sqlserver.Backend)(nil)
-	_ backend.Inspector = (*sqlserver.Backend)(nil)
-	_ backend.Revoker   = (*sqlserver.Backend)(nil)
-	_ backend.Lister    = (*etcd.Backend)(nil)
-	_ backend.Inspector = (*etcd.Backend)(nil)
-	_ backend.Revoker   = (*etcd.Backend)(nil)
-)
-
 // sqlserverEnv makes a lease table in a schema of its own on the SQL Server
 // of LEASEHOLD_SQLSERVER_DSN. There is none on the development and CI
 // machines: an unset variable always skips (as in backend/sqlserver).

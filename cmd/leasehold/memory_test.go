@@ -16,7 +16,7 @@ import (
 )
 
 // TestInProcessMemory runs the commands in-process on the memory backend
-// (which has every capability, release notifications included): the same
+// (which announces releases, as the watch command uses): the same
 // code as the binary, without a store server.
 func TestInProcessMemory(t *testing.T) {
 	b := memory.New()

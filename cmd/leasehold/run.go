@@ -234,12 +234,3 @@ func (a *app) width() int {
 	}
 	return 0
 }
-
-// capability returns s's backend as T, or reports that it lacks it.
-func capability[T any](a *app, s *store, cmd, what string) (T, bool) {
-	v, ok := s.b.(T)
-	if !ok {
-		fmt.Fprintf(a.stderr, "leasehold %s: the %s backend of this build cannot %s\n", cmd, s.b.Info().Name, what)
-	}
-	return v, ok
-}

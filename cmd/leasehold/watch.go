@@ -37,10 +37,6 @@ func watchCommand() *command {
 		interval = fs.Duration("interval", time.Second, "how often to list the store")
 		limit = fs.Duration("for", 0, "stop after this `duration` (0: until SIGINT or SIGTERM)")
 		return func(ctx context.Context, a *app, s *store, o *opts) int {
-			l, ok := capability[backend.Lister](a, s, c.name, "list leases")
-			if !ok {
-				return exitFailure
-			}
 			if *limit > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, *limit)
@@ -48,16 +44,16 @@ func watchCommand() *command {
 			}
 			w := &watcher{
 				out: a.stdout, errOut: a.stderr, redact: s.redact, o: o,
-				list: l, prefix: o.keyPrefix + *prefix, interval: *interval,
+				list: s.b, prefix: o.keyPrefix + *prefix, interval: *interval,
 				now: time.Now, wake: make(chan struct{}, 1),
 			}
-			rw, notifies := s.b.(backend.ReleaseWatcher)
+			notifies := s.b.Info().AnnouncesReleases
 			if notifies {
 				wctx, cancel := context.WithCancel(ctx)
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					_ = rw.WatchReleases(wctx, w.notify)
+					_ = s.b.WatchReleases(wctx, w.notify)
 				}()
 				defer func() { cancel(); <-done }()
 			}
@@ -89,7 +85,7 @@ type watcher struct {
 	out, errOut io.Writer
 	redact      func(string) string
 	o           *opts
-	list        backend.Lister
+	list        lister
 	prefix      string // store key prefix
 	interval    time.Duration
 	now         func() time.Time

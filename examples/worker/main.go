@@ -50,7 +50,7 @@ func link(store backend.Backend, cut *atomic.Bool) backend.Backend {
 				calls[i].Err = errPartition
 			}
 		},
-		NonBlocking: true, // it never waits: the memory store stays Immediate
+		NonBlocking: true, // it never waits: the memory store stays Inline
 	})
 }
 

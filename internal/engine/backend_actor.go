@@ -21,9 +21,9 @@ const releaseTimeout = 10 * time.Second
 // backendActor owns the Backend: it makes the calls off its mailbox, on a few
 // long-lived workers (a goroutine of its own for a call when all are busy),
 // coalesces the calls that are ready together into one round trip on a
-// backend.Batcher (coalesce.go), makes the renewer's batches (renewer.go),
-// never mixing the shards of a backend.Sharder in one round trip,
-// and keeps the one release watch. (Lease actors call an Immediate backend
+// backend whose Info says Batches (coalesce.go), makes the renewer's batches
+// (renewer.go), never mixing the shards of a Sharded backend in one round
+// trip, and keeps the one release watch. (Lease actors call an Inline backend
 // themselves, except for the renewer's batches, which come here whatever the
 // backend.) Stopping cancels every call in flight and
 // Engine.Stop waits for it, so nothing outlives the Manager.
@@ -48,17 +48,15 @@ type backendActor struct {
 	work chan func()     // to the call workers
 	wg   *sync.WaitGroup // its goroutines; Engine.Stop waits for them
 
-	// batcher, when the backend is a Batcher, gets the calls ready together
+	// queues, when the backend batches, get the calls ready together
 	// through a coalescer per shard (coalesce.go), made on the mailbox as
 	// shards appear: a shard that stops answering holds back only its own.
-	batcher backend.Batcher
 	queues  map[string]*coalescer
-	batch   backend.BatchRenewer // nil unless the backend renews in batches
-	sharder backend.Sharder      // nil unless the backend has shards
+	sharded bool // Info.Sharded: ask the backend for each key's shard
 }
 
 func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
-	_, inline := cfg.Backend.(backend.Immediate)
+	inline := cfg.info.Inline
 	n := cfg.MaxInFlight
 	if n <= 0 {
 		n = 256
@@ -67,36 +65,32 @@ func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), 
 	calls, cancelCalls := context.WithCancel(base)
 	a := &backendActor{cfg: cfg, root: root, notice: notice, handOff: handOff, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
-	a.batch, _ = cfg.Backend.(backend.BatchRenewer)
-	a.sharder, _ = cfg.Backend.(backend.Sharder)
-	if inline {
-		return a
-	}
-	if b, ok := cfg.Backend.(backend.Batcher); ok {
-		a.batcher, a.queues = b, map[string]*coalescer{}
+	a.sharded = cfg.info.Sharded
+	if !inline && cfg.info.Batches {
+		a.queues = map[string]*coalescer{}
 	}
 	return a
 }
 
 // shard is the shard of key ("" for a backend without shards).
 func (a *backendActor) shard(key string) string {
-	if a.sharder == nil {
+	if !a.sharded {
 		return ""
 	}
-	return a.sharder.Shard(key)
+	return a.cfg.Backend.Shard(key)
 }
 
 // send makes the call m, with the calls ready at the same moment on the same
-// shard when the backend is a Batcher. On the mailbox only.
+// shard when the backend batches. On the mailbox only.
 func (a *backendActor) send(m *messages.BackendCall) {
-	if a.batcher == nil {
+	if a.queues == nil {
 		a.run(m)
 		return
 	}
 	s := a.shard(callKey(&m.Call))
 	q := a.queues[s]
 	if q == nil {
-		q = newCoalescer(a, a.batcher)
+		q = newCoalescer(a)
 		a.queues[s] = q
 	}
 	q.add(m)
@@ -119,10 +113,10 @@ func (a *backendActor) Receive(ctx actor.Context) {
 		if !a.inline {
 			a.startWorkers()
 		}
-		if w, ok := a.cfg.Backend.(backend.ReleaseWatcher); ok {
+		if a.cfg.info.AnnouncesReleases {
 			a.cfg.notifications.Store(true)
 			a.wg.Go(func() {
-				err := w.WatchReleases(a.base, a.notice)
+				err := a.cfg.Backend.WatchReleases(a.base, a.notice)
 				a.cfg.notifications.Store(false)
 				switch {
 				case a.base.Err() != nil:
@@ -132,9 +126,9 @@ func (a *backendActor) Receive(ctx actor.Context) {
 				}
 			})
 		}
-		if w, ok := a.cfg.Backend.(backend.HandOffWatcher); ok && a.cfg.notices {
+		if a.cfg.notices {
 			a.wg.Go(func() {
-				err := w.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffs.Store(true) })
+				err := a.cfg.Backend.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffs.Store(true) })
 				a.cfg.handOffs.Store(false)
 				switch {
 				case a.base.Err() != nil:
@@ -236,7 +230,7 @@ func (a *backendActor) exec(fn func()) {
 
 // perform makes the backend call m asks for and returns its result. Calls are
 // bounded by base (the backend actor's calls context) as well as by the
-// requester's context or deadline; immediate backends return at once, so
+// requester's context or deadline; Inline backends return at once, so
 // their calls skip that bookkeeping.
 func perform(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall) (res messages.BackendResult) {
 	b := cfg.Backend
@@ -271,7 +265,7 @@ func perform(cfg *Config, base context.Context, immediate bool, m *messages.Back
 
 // callContext bounds one call: an acquire by its caller's context, a renewal
 // by the lease's local deadline, a release by releaseTimeout; all of them by
-// base. Immediate backends never wait, so their calls skip it.
+// base. Inline backends never wait, so their calls skip it.
 func callContext(base context.Context, immediate bool, m *messages.BackendCall) (context.Context, func()) {
 	if immediate {
 		if m.Ctx != nil {

@@ -10,9 +10,9 @@ import (
 )
 
 // renewBatch (the backend actor's side) makes the renewals of one batch off
-// the mailbox, one round trip per shard of a backend.Sharder (shardGroups),
+// the mailbox, one round trip per shard of a Sharded backend (shardGroups),
 // and answers every lease actor of a shard when its round trip returns. Each
-// round trip is one RenewBatch when the backend has it, and may take as long
+// round trip is one RenewBatch, and may take as long
 // as the latest deadline among its renewals: a lease whose own deadline
 // passes first is lost by its own alarm meanwhile; hence the split, since one
 // shard that stops answering would otherwise hold back every lease of the
@@ -28,7 +28,7 @@ func (a *backendActor) renewBatch(batch []messages.Renewal) {
 // shardGroups splits batch by shard, each group in the batch's order (the
 // whole batch when it is all on one shard, as always without shards).
 func (a *backendActor) shardGroups(batch []messages.Renewal) [][]messages.Renewal {
-	if a.sharder == nil || len(batch) == 1 {
+	if !a.sharded || len(batch) == 1 {
 		return [][]messages.Renewal{batch}
 	}
 	shards := make([]string, len(batch))
@@ -59,7 +59,7 @@ func (a *backendActor) shardGroups(batch []messages.Renewal) [][]messages.Renewa
 
 // renewGroup makes the renewals of batch, all on one shard, in one round trip.
 func (a *backendActor) renewGroup(batch []messages.Renewal) {
-	if a.batch == nil || len(batch) == 1 { // a lone renewal needs no batch
+	if len(batch) == 1 { // a lone renewal needs no batch
 		for _, n := range batch {
 			// With the calls ready now, as any call.
 			a.send(&messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
@@ -79,7 +79,7 @@ func (a *backendActor) renewGroup(batch []messages.Renewal) {
 		}
 		ctx, cancel := context.WithDeadline(calls, deadline)
 		start := time.Now()
-		results, err := renewBatch(ctx, a.batch, reqs)
+		results, err := renewBatch(ctx, a.cfg.Backend, reqs)
 		cancel()
 		a.cfg.observe(opRenewBatch, start, err, nil)
 		if err == nil && len(results) != len(batch) {
@@ -96,7 +96,7 @@ func (a *backendActor) renewGroup(batch []messages.Renewal) {
 }
 
 // renewBatch calls b, turning a panic into a failed batch (see perform).
-func renewBatch(ctx context.Context, b backend.BatchRenewer, reqs []backend.RenewRequest) (results []backend.RenewResult, err error) {
+func renewBatch(ctx context.Context, b backend.Backend, reqs []backend.RenewRequest) (results []backend.RenewResult, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			results, err = nil, fmt.Errorf("%w: %v", ErrBackendPanic, r)

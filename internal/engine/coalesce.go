@@ -11,7 +11,7 @@ import (
 )
 
 // coalescer, part of the backend actor, sends the calls that are ready at the
-// same moment to a backend.Batcher in one round trip. It never waits for
+// same moment to a backend that batches (Info.Batches) in one round trip. It never waits for
 // company: a call that finds fewer than maxBatches round trips in flight goes
 // at once (alone, as a plain call); calls that arrive while every round trip
 // is busy queue, and the next round trip to finish takes them all. So a lone
@@ -19,21 +19,21 @@ import (
 // many are waiting.
 type coalescer struct {
 	a *backendActor
-	b backend.Batcher
 
 	mu      sync.Mutex
 	queued  []*messages.BackendCall
 	running int // round trips in flight
 }
 
-// maxBatches is how many round trips one Manager keeps in flight on a Batcher;
+// maxBatches is how many round trips one Manager keeps in flight on a batching
+// backend;
 // maxBatch is the most calls one carries.
 const (
 	maxBatches = 4
 	maxBatch   = 256
 )
 
-func newCoalescer(a *backendActor, b backend.Batcher) *coalescer { return &coalescer{a: a, b: b} }
+func newCoalescer(a *backendActor) *coalescer { return &coalescer{a: a} }
 
 // add queues m, and starts a round trip unless enough are in flight.
 func (q *coalescer) add(m *messages.BackendCall) {
@@ -93,7 +93,7 @@ func (q *coalescer) send(batch []*messages.BackendCall) {
 	}
 	ctx, cancel := context.WithTimeout(calls, releaseTimeout)
 	start := time.Now()
-	err := runBatch(ctx, q.b, live)
+	err := runBatch(ctx, a.cfg.Backend, live)
 	cancel()
 	for i, m := range sent {
 		c := &live[i]
@@ -106,7 +106,7 @@ func (q *coalescer) send(batch []*messages.BackendCall) {
 }
 
 // runBatch calls b, turning a panic into a failed batch (see perform).
-func runBatch(ctx context.Context, b backend.Batcher, calls []backend.Call) (err error) {
+func runBatch(ctx context.Context, b backend.Backend, calls []backend.Call) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrBackendPanic, r)

@@ -24,7 +24,7 @@ type Config struct {
 	MaxInFlight int
 	// RenewBatchSize and RenewBatchDelay bound how many renewals one round
 	// trip carries and how early an automatic renewal may go to join one
-	// (renewer.go), for backends that implement backend.BatchRenewer.
+	// (renewer.go).
 	RenewBatchSize  int
 	RenewBatchDelay time.Duration
 
@@ -48,8 +48,11 @@ type Config struct {
 	// on a Queue store (0: DefaultPickup); a lease's is at most a quarter
 	// of its TTL (Config.pickup, Config.PickupWindow).
 	Pickup time.Duration
-	// queue: the store keeps a waiter queue (backend.Info.Queue); notices:
-	// it also sends hand-off notices (a backend.HandOffWatcher).
+	// info is the backend's Info, read once at Start: the engine decides
+	// from it alone what to use of the backend. queue: the store keeps a
+	// waiter queue (Info.Queue); notices: it also sends hand-off notices
+	// (Info.HandOffNotices).
+	info           backend.Info
 	queue, notices bool
 	// handOffs is true while the store's hand-off notices to this Manager
 	// are watched; queued waiters then poll only as a fallback.

@@ -57,9 +57,9 @@ type Engine struct {
 // the lease actor of an entry (package actors' lease actor).
 func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) actor.Actor) *Engine {
 	cfg.instance = newInstance()
-	cfg.queue = cfg.Backend.Info().Queue
-	_, cfg.notices = cfg.Backend.(backend.HandOffWatcher)
-	cfg.notices = cfg.notices && cfg.queue
+	cfg.info = cfg.Backend.Info()
+	cfg.queue = cfg.info.Queue
+	cfg.notices = cfg.info.HandOffNotices && cfg.queue
 	e := &Engine{root: root, cfg: cfg,
 		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
 	props := func(producer actor.Producer) *actor.Props {

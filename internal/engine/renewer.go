@@ -13,7 +13,7 @@ import (
 // one OS timer fires them. When renewals fall due, the renewer takes every
 // renewal due (and those allowed to go a little early, to share the round
 // trip) and sends them to the backend actor as RenewBatch messages of at most
-// size renewals, each one round trip on a backend.BatchRenewer. The backend
+// size renewals, each one RenewBatch round trip on the backend. The backend
 // actor answers each lease actor with one BackendResult.
 //
 // So a renewal costs its lease actor one message, its answer, where a tick, a

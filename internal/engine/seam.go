@@ -77,6 +77,10 @@ func (c *Config) Closing() bool { return c.closing.Load() }
 func (c *Config) Queue() bool   { return c.queue }
 func (c *Config) Notices() bool { return c.notices }
 
+// Inline reports whether the backend's Info says Inline: its calls never wait
+// on I/O, so lease actors make them themselves.
+func (c *Config) Inline() bool { return c.info.Inline }
+
 // Notifications reports whether the backend announces releases now;
 // HandOffs whether this Manager's hand-off notices are watched now.
 func (c *Config) Notifications() bool { return c.notifications.Load() }
@@ -97,7 +101,7 @@ func (m *Metrics) Renewed(ok bool)          { m.renewed(ok) }
 func (m *Metrics) Lost(reason lease.Reason) { m.lost(reason) }
 func (m *Metrics) HandedOff(byNotice bool)  { m.handedOff(byNotice) }
 
-// Perform makes the backend call m right here (an Immediate backend's call,
+// Perform makes the backend call m right here (an Inline backend's call,
 // made by the lease actor itself) and returns its result.
 func Perform(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall) messages.BackendResult {
 	return perform(cfg, base, immediate, m)
