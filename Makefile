@@ -26,7 +26,7 @@ services:
 # dependency, so that a library user's module graph holds only the stores
 # they use. Each of them replaces github.com/leasehold/leasehold (and the
 # modules of the tree it uses) with the directory beside it.
-MODULES := . examples bench backend/etcd cmd/leasehold
+MODULES := . examples internal/storetests bench backend/etcd cmd/leasehold
 
 vet:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -72,7 +72,7 @@ stress:
 # (or redis) for one backend.
 SOAK ?= 10m
 soak:
-	$(GO) test -race -count=1 -run '^TestSoak$$' -soak.duration $(SOAK) -timeout 60m -v .
+	cd internal/storetests && $(GO) test -race -count=1 -run '^TestSoak$$' -soak.duration $(SOAK) -timeout 60m -v ./soak
 
 # Not part of `make test`: the engine's own cost against a mutex-map floor.
 bench:
