@@ -65,8 +65,11 @@ replace github.com/leasehold/leasehold => ../..
 
 require (
 	github.com/leasehold/leasehold/backend/etcd v0.0.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
 )
 
 replace github.com/leasehold/leasehold/backend/etcd => ../../backend/etcd
+
+replace github.com/leasehold/leasehold/backend/sqlserver => ../../backend/sqlserver
