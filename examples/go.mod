@@ -32,6 +32,7 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/leasehold/leasehold/backend/postgres v0.0.0
+	github.com/leasehold/leasehold/backend/redis v0.0.0
 	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
@@ -57,3 +58,5 @@ require (
 replace github.com/leasehold/leasehold/backend/sqlserver => ../backend/sqlserver
 
 replace github.com/leasehold/leasehold/backend/postgres => ../backend/postgres
+
+replace github.com/leasehold/leasehold/backend/redis => ../backend/redis

@@ -66,6 +66,7 @@ replace github.com/leasehold/leasehold => ../..
 require (
 	github.com/leasehold/leasehold/backend/etcd v0.0.0
 	github.com/leasehold/leasehold/backend/postgres v0.0.0
+	github.com/leasehold/leasehold/backend/redis v0.0.0
 	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
@@ -76,3 +77,5 @@ replace github.com/leasehold/leasehold/backend/etcd => ../../backend/etcd
 replace github.com/leasehold/leasehold/backend/sqlserver => ../../backend/sqlserver
 
 replace github.com/leasehold/leasehold/backend/postgres => ../../backend/postgres
+
+replace github.com/leasehold/leasehold/backend/redis => ../../backend/redis
