@@ -2,12 +2,12 @@ module github.com/leasehold/leasehold/examples
 
 go 1.26.0
 
-// The examples are built with the library beside them.
-replace github.com/leasehold/leasehold => ../
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold/backend/postgres v0.0.0
+	github.com/leasehold/leasehold/backend/redis v0.0.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/prometheus/client_golang v1.17.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -31,9 +31,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/leasehold/leasehold/backend/postgres v0.0.0
-	github.com/leasehold/leasehold/backend/redis v0.0.0
-	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.4 // indirect
@@ -55,8 +52,11 @@ require (
 	google.golang.org/protobuf v1.33.0 // indirect
 )
 
-replace github.com/leasehold/leasehold/backend/sqlserver => ../backend/sqlserver
-
-replace github.com/leasehold/leasehold/backend/postgres => ../backend/postgres
-
-replace github.com/leasehold/leasehold/backend/redis => ../backend/redis
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../
+	github.com/leasehold/leasehold/backend/postgres => ../backend/postgres
+	github.com/leasehold/leasehold/backend/redis => ../backend/redis
+	github.com/leasehold/leasehold/backend/sqlserver => ../backend/sqlserver
+	github.com/leasehold/leasehold/internal/faultproxy => ../internal/faultproxy
+)

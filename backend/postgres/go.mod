@@ -2,12 +2,10 @@ module github.com/leasehold/leasehold/backend/postgres
 
 go 1.26.0
 
-// The backend is developed with the library beside it.
-replace github.com/leasehold/leasehold => ../..
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold/internal/faultproxy v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -45,9 +43,16 @@ require (
 	go.opentelemetry.io/otel/sdk v1.21.0 // indirect
 	go.opentelemetry.io/otel/sdk/metric v1.21.0 // indirect
 	go.opentelemetry.io/otel/trace v1.21.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+)
+
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../..
+	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )

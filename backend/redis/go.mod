@@ -2,11 +2,9 @@ module github.com/leasehold/leasehold/backend/redis
 
 go 1.26.0
 
-// The backend is developed with the library beside it.
-replace github.com/leasehold/leasehold => ../..
-
 require (
 	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold/internal/faultproxy v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
@@ -46,4 +44,10 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+)
+
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../..
+	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )

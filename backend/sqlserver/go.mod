@@ -2,12 +2,10 @@ module github.com/leasehold/leasehold/backend/sqlserver
 
 go 1.26.0
 
-// The backend is developed with the library beside it.
-replace github.com/leasehold/leasehold => ../..
-
 require (
 	github.com/DATA-DOG/go-sqlmock v1.5.2
 	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold/internal/faultproxy v0.0.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	go.uber.org/goleak v1.3.0
 )
@@ -51,4 +49,10 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+)
+
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../..
+	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )
