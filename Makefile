@@ -20,23 +20,24 @@ services:
 	.ci/ensure-etcd
 	.ci/ensure-spin
 
-# Modules of their own (so that a library user's module graph stays light):
-# the bench CLI, the etcd backend and the admin CLI.
-MODULES := bench backend/etcd cmd/leasehold
+# Every module of the tree. The root module is the library and the stores
+# that need no network (backend/memory); each networked backend is a module
+# of its own, and so are the tools and tests that need a store or a test-only
+# dependency, so that a library user's module graph holds only the stores
+# they use. Each of them replaces github.com/leasehold/leasehold (and the
+# modules of the tree it uses) with the directory beside it.
+MODULES := . backend/redis backend/postgres backend/sqlserver backend/etcd internal/faultproxy internal/storetests examples bench cmd/leasehold
 
 vet:
-	$(GO) vet ./...
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 unit:
-	$(GO) test -race -count=1 -timeout 20m ./...
 	for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...) || exit 1; done
 
+# Every package of every module: the examples, the bench and admin CLIs, the
+# etcd example.
 build:
-	$(GO) build -o /dev/null ./examples/...
-	cd bench && $(GO) build -o /dev/null .
-	cd backend/etcd && $(GO) build -o /dev/null ./...
-	cd cmd/leasehold && $(GO) build -o /dev/null .
+	for m in $(MODULES); do (cd $$m && $(GO) build -o /dev/null ./...) || exit 1; done
 
 # Not part of `make test`: explore name and option validation for a while.
 fuzz:
@@ -71,7 +72,7 @@ stress:
 # (or redis) for one backend.
 SOAK ?= 10m
 soak:
-	$(GO) test -race -count=1 -run '^TestSoak$$' -soak.duration $(SOAK) -timeout 60m -v .
+	cd internal/storetests && $(GO) test -race -count=1 -run '^TestSoak$$' -soak.duration $(SOAK) -timeout 60m -v ./soak
 
 # Not part of `make test`: the engine's own cost against a mutex-map floor.
 bench:

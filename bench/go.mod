@@ -7,6 +7,10 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold/backend/postgres v0.0.0
+	github.com/leasehold/leasehold/backend/redis v0.0.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
+	github.com/leasehold/leasehold/internal/faultproxy v0.0.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/montanaflynn/stats v0.14.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -67,5 +71,11 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
 
-// The bench is developed with the library beside it.
-replace github.com/leasehold/leasehold => ../
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../
+	github.com/leasehold/leasehold/backend/postgres => ../backend/postgres
+	github.com/leasehold/leasehold/backend/redis => ../backend/redis
+	github.com/leasehold/leasehold/backend/sqlserver => ../backend/sqlserver
+	github.com/leasehold/leasehold/internal/faultproxy => ../internal/faultproxy
+)

@@ -41,7 +41,12 @@ func await[T any](t testing.TB, what string, ch <-chan T) T {
 	}
 }
 
-// uniqueGroup names a group no earlier run used, for the shared stores.
-func uniqueGroup(what string) string {
-	return fmt.Sprintf("partition-%s-%d", what, time.Now().UnixNano())
+// fleetItems are the n items of a group (the fleet tests, on memory and on
+// the local stores, are in internal/storetests/partition).
+func fleetItems(n int) []string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%03d", i)
+	}
+	return items
 }

@@ -2,10 +2,9 @@ module github.com/leasehold/leasehold/backend/etcd
 
 go 1.26.0
 
-replace github.com/leasehold/leasehold => ../..
-
 require (
 	github.com/leasehold/leasehold v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/internal/faultproxy v0.0.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
@@ -58,4 +57,10 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+)
+
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../..
+	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )

@@ -5,9 +5,15 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold/backend/etcd v0.0.0
+	github.com/leasehold/leasehold/backend/postgres v0.0.0
+	github.com/leasehold/leasehold/backend/redis v0.0.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/redis/go-redis/v9 v9.23.0
+	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.49.0
 )
 
@@ -61,12 +67,12 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
-replace github.com/leasehold/leasehold => ../..
-
-require (
-	github.com/leasehold/leasehold/backend/etcd v0.0.0
-	go.etcd.io/etcd/client/v3 v3.7.3
-	go.uber.org/zap v1.27.1
+// This repository's modules, from the directories beside this one.
+replace (
+	github.com/leasehold/leasehold => ../..
+	github.com/leasehold/leasehold/backend/etcd => ../../backend/etcd
+	github.com/leasehold/leasehold/backend/postgres => ../../backend/postgres
+	github.com/leasehold/leasehold/backend/redis => ../../backend/redis
+	github.com/leasehold/leasehold/backend/sqlserver => ../../backend/sqlserver
+	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )
-
-replace github.com/leasehold/leasehold/backend/etcd => ../../backend/etcd

@@ -17,6 +17,7 @@
 //     does that, but once removed it leaves the toxic before it blocked for
 //     ever on the next chunk a client writes (a goroutine leak).
 //
-// It is shared by the Redis backend's tests and the bench's chaos runs
-// (hence internal at the root of the repository).
+// It is shared by the backends' tests and the bench's chaos runs (hence
+// internal at the root of the repository), and it is a module of its own, so
+// that toxiproxy is no requirement of the library's module.
 package faultproxy

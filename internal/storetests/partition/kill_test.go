@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/leasehold/leasehold/internal/localstore"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend/redis"
+	"github.com/leasehold/leasehold/internal/storetests/localstore"
 	"github.com/leasehold/leasehold/partition"
 	goredis "github.com/redis/go-redis/v9"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasehold/leasehold/internal/localstore"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/memory"
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/storetests/localstore"
 )
 
 // patience bounds every wait for something that must happen.

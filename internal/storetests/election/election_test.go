@@ -2,9 +2,7 @@ package election_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/leasehold/leasehold/internal/localstore"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/storetests/localstore"
 	"go.uber.org/goleak"
 )
 
@@ -175,22 +174,4 @@ func TestElectionOnRedis(t *testing.T) {
 
 func TestElectionOnPostgres(t *testing.T) {
 	testElection(t, localstore.Postgres(t, "election_test"), fmt.Sprintf("election-test-%d", time.Now().UnixNano()))
-}
-
-func TestRunRejectsBadInput(t *testing.T) {
-	m, err := leasehold.New(memory.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(context.Background())
-	if err := election.Run(context.Background(), m, "", election.Callbacks{}); !errors.Is(err, leasehold.ErrInvalidName) {
-		t.Errorf("Run(\"\") = %v, want ErrInvalidName", err)
-	}
-	if err := election.Run(context.Background(), m, "x", election.Callbacks{}, leasehold.WithTTL(-1)); !errors.Is(err, leasehold.ErrInvalidOption) {
-		t.Errorf("Run(TTL -1) = %v, want ErrInvalidOption", err)
-	}
-	_ = m.Close(context.Background())
-	if err := election.Run(context.Background(), m, "x", election.Callbacks{}); !errors.Is(err, leasehold.ErrClosed) {
-		t.Errorf("Run on a closed Manager = %v, want ErrClosed", err)
-	}
 }

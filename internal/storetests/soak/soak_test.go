@@ -1,4 +1,4 @@
-package leasehold_test
+package soak_test
 
 import (
 	"cmp"
