@@ -33,7 +33,7 @@ func (m *Manager) List(ctx context.Context, prefix string) ([]LeaseInfo, error) 
 		return nil, err
 	}
 	var out []LeaseInfo
-	err = m.b.List(ctx, keyPrefix, func(h backend.Holding) bool {
+	err = m.b.List(ctx, keyPrefix, func(h backend.Holder) bool {
 		name := h.Key
 		if m.normalizer == nil {
 			name = strings.TrimPrefix(h.Key, m.prefix)

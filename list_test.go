@@ -22,7 +22,7 @@ type countingLister struct {
 	prefixes chan string
 }
 
-func (c *countingLister) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (c *countingLister) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	c.lists.Add(1)
 	select {
 	case c.prefixes <- prefix:
@@ -158,7 +158,7 @@ func TestListRejectsBadPrefixes(t *testing.T) {
 // noLister is a backend whose store cannot list.
 type noLister struct{ backend.Backend }
 
-func (noLister) List(context.Context, string, func(backend.Holding) bool) error {
+func (noLister) List(context.Context, string, func(backend.Holder) bool) error {
 	return fmt.Errorf("noLister: List: %w", errors.ErrUnsupported)
 }
 

@@ -110,8 +110,8 @@ func defaultOwner() string {
 // Owner is the identity this Manager holds leases as.
 func (m *Manager) Owner() string { return m.owner }
 
-// Provider describes the backend.
-func (m *Manager) Provider() backend.Info { return m.b.Info() }
+// BackendInfo is what the backend says of itself (its Info).
+func (m *Manager) BackendInfo() backend.Info { return m.b.Info() }
 
 // Acquire takes the lease name, waiting as WithWait says (default: one
 // attempt). It returns an error matching ErrNotAcquired when the lease stays

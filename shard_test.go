@@ -30,15 +30,15 @@ func (s *shardedStore) Info() backend.Info {
 	return backend.Info{Name: "memory", ProcessLocal: true, Queue: true, Batches: true, Sharded: true}
 }
 
-func (s *shardedStore) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+func (s *shardedStore) Inspect(ctx context.Context, key string) (backend.Holder, bool, error) {
 	return s.mem.Inspect(ctx, key)
 }
 
-func (s *shardedStore) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (s *shardedStore) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	return s.mem.List(ctx, prefix, fn)
 }
 
-func (s *shardedStore) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (s *shardedStore) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	return s.mem.Revoke(ctx, key, token)
 }
 

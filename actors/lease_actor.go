@@ -45,7 +45,7 @@ type leaseActor struct {
 	// refused (defence in depth; the backends guarantee it).
 	maxToken uint64
 
-	cur     *holding        // states held and renewing
+	cur     *current        // states held and renewing
 	clock   *engine.Alarms  // the alarm heap of this key (engine.Engine.AlarmsFor)
 	holdA   *engine.Alarm   // the holding's local deadline, in clock
 	renewer *engine.Renewer // the Manager's (engine.Engine.Renewer)

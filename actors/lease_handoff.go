@@ -27,7 +27,7 @@ func (a *leaseActor) queueRequest(w *waiter) backend.QueueRequest {
 	pickup := a.cfg.PickupWindow(w.m.TTL)
 	w.polls++
 	q := backend.QueueRequest{EntryTTL: engine.EntryTTL(pickup), Pickup: pickup, Poll: w.polls}
-	if a.cfg.Notices() {
+	if a.cfg.HandOffNotices() {
 		// Also before the watch is in place (the Manager just started):
 		// a notice sent once it is arrives; one sent before is lost, and
 		// the waiter's poll, within the window, picks the name up.

@@ -12,17 +12,18 @@ import (
 	"github.com/leasehold/leasehold/messages"
 )
 
-// holding is the key held by this Manager now (states held and renewing).
-type holding struct {
+// current is the key's holding by this Manager now (states held and
+// renewing): the holding itself and what the actor keeps to renew it.
+type current struct {
 	h          *lease.Holding
 	ttl        time.Duration
 	renewEvery time.Duration
 	auto       bool
 	deadline   time.Time // local, monotonic: lost if no renewal is confirmed by then
-	// pickup: a hand-off, held on the store only for its pickup window
+	// handOff: a hand-off, held on the store only for its pickup window
 	// until a renewal gives it the TTL; that renewal is made whether or
 	// not the lease renews automatically.
-	pickup bool
+	handOff bool
 
 	// next is the renewal this actor has handed to the renewer (call.Seq
 	// is 0 when there is none): scheduled, or sent and not yet answered.
@@ -37,19 +38,19 @@ type holding struct {
 }
 
 // hold turns a claimed grant into the current holding and hands it over.
-// deadline is its local deadline; pickup says it is a hand-off held only for
+// deadline is its local deadline; handOff says it is held only for
 // its pickup window (lease_handoff.go).
-func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, pickup bool) {
+func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, handOff bool) {
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.AutoRenew = m.AutoRenew
-	a.cur = &holding{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, pickup: pickup,
+	a.cur = &current{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, handOff: handOff,
 		next: engine.NewRenewal()}
 	a.state = held
 	h.Confirm(a.cur.deadline, a.now, m.TTL, m.RenewEvery)
 	a.entry.SetHolding(h)
 	a.cfg.Metrics.HeldDelta(1)
 	switch {
-	case pickup:
+	case handOff:
 		// Renew to the TTL by half of what is left of the window.
 		a.scheduleRenewal(a.now.Add(deadline.Sub(a.now)/2), 0)
 	case a.cur.auto:
@@ -85,7 +86,7 @@ func (a *leaseActor) onStopRenewing(m *messages.StopRenewing) {
 		m.Reply <- messages.ErrStale
 		return
 	}
-	c.auto, c.pickup = false, false
+	c.auto, c.handOff = false, false
 	a.takeBackRenewal()
 	m.Reply <- nil
 }
@@ -174,7 +175,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		c.deadline = engine.LocalDeadline(c.renewSent, c.renewTTL)
 		every := engine.RenewDelay(c.renewEvery, c.ttl, c.renewTTL)
 		c.h.Confirm(c.deadline, a.now, c.renewTTL, every)
-		c.pickup = false
+		c.handOff = false
 		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
 			a.scheduleRenewal(a.now.Add(engine.Spread(every)), a.renewSlack())
 		}
@@ -189,7 +190,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
 			"key", a.key, "token", c.h.Token, "left", c.deadline.Sub(now), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
-		if (c.auto || c.pickup) && len(c.queued) == 0 {
+		if (c.auto || c.handOff) && len(c.queued) == 0 {
 			a.scheduleRenewal(now.Add(engine.RenewRetryDelay(c.deadline.Sub(now))), 0)
 		}
 	}

@@ -478,12 +478,12 @@ func (b *scriptedBackend) Close() error { return nil }
 func (b *scriptedBackend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
 	return backend.RenewEach(ctx, b, rs)
 }
-func (b *scriptedBackend) Inspect(context.Context, string) (backend.Holding, bool, error) {
-	return backend.Holding{}, false, errors.ErrUnsupported
+func (b *scriptedBackend) Inspect(context.Context, string) (backend.Holder, bool, error) {
+	return backend.Holder{}, false, errors.ErrUnsupported
 }
-func (b *scriptedBackend) List(context.Context, string, func(backend.Holding) bool) error {
+func (b *scriptedBackend) List(context.Context, string, func(backend.Holder) bool) error {
 	return errors.ErrUnsupported
 }
-func (b *scriptedBackend) Revoke(context.Context, string, uint64) (backend.Holding, bool, error) {
-	return backend.Holding{}, false, errors.ErrUnsupported
+func (b *scriptedBackend) Revoke(context.Context, string, uint64) (backend.Holder, bool, error) {
+	return backend.Holder{}, false, errors.ErrUnsupported
 }

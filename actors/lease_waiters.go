@@ -18,7 +18,7 @@ type waiter struct {
 	attempt  string    // its acquire attempt's identity, made when it first asks the backend
 	deadline time.Time // zero: no deadline of its own
 	timer    func()    // stops its wait timeout
-	attempts int       // refusals so far, for poll backoff
+	refusals int       // refusals so far, for poll backoff
 
 	// On a Queue store (lease_handoff.go):
 	polls    uint64    // acquires sent for its attempt (QueueRequest.Poll of the last)
@@ -151,7 +151,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			return
 		}
 		if a.acq.noticed { // released meanwhile: try again at once
-			w.attempts = 0
+			w.refusals = 0
 			return
 		}
 		a.state = polling
@@ -159,9 +159,9 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		if w.queued {
 			pickup = a.cfg.PickupWindow(m.TTL)
 		}
-		delay := engine.PollDelay(w.attempts, a.cfg.Notifications(), pickup, a.cfg.HandOffs(), r.Grant.HolderExpiresIn)
+		delay := engine.PollDelay(w.refusals, a.cfg.ReleasesWatched(), pickup, a.cfg.HandOffsWatched(), r.Grant.HolderExpiresIn)
 		a.retryT.ArmOn(a.cfg.Time(), a.sender, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
-		w.attempts++
+		w.refusals++
 
 	default:
 		a.removeAt(0)
@@ -265,7 +265,7 @@ func (a *leaseActor) wake() {
 	case polling:
 		a.retryT.Stop()
 		a.state = idle
-		a.waiters[0].attempts = 0
+		a.waiters[0].refusals = 0
 	case acquiring:
 		// The release may have come after the attempt in flight was
 		// answered "busy" on the server: retry as soon as it returns.

@@ -113,12 +113,12 @@ type Backend interface {
 
 	// Inspect returns the live holding of key; held is false when nobody
 	// holds it (never granted, released or expired).
-	Inspect(ctx context.Context, key string) (h Holding, held bool, err error)
+	Inspect(ctx context.Context, key string) (h Holder, held bool, err error)
 
 	// List calls fn with every live holding whose key starts with prefix
 	// ("" lists all), until fn returns false, without blocking the store
 	// (SCAN on Redis, an index range on SQL). The order is the store's.
-	List(ctx context.Context, prefix string, fn func(Holding) bool) error
+	List(ctx context.Context, prefix string, fn func(Holder) bool) error
 
 	// Revoke lets an operator end a holding by force: it ends the live
 	// holding of key when its token is token (0: whichever holding is live)
@@ -135,7 +135,7 @@ type Backend interface {
 	// holding if so. When it cannot tell, it returns an error wrapping
 	// ErrRevokeUnconfirmed, never removed false: removed false with a nil
 	// error means that no send of this call removed anything.
-	Revoke(ctx context.Context, key string, token uint64) (h Holding, removed bool, err error)
+	Revoke(ctx context.Context, key string, token uint64) (h Holder, removed bool, err error)
 
 	// Batch (when Info says Batches) makes every call in calls and fills in
 	// each one's Grant and Err, exactly as the single call (Acquire, Renew,

@@ -97,9 +97,10 @@ type Call struct {
 	Err   error
 }
 
-// Holding describes the live holding of a key, as an operator or another
-// owner sees it.
-type Holding struct {
+// Holder is who holds a key now, as the store records it: what Inspect,
+// List and Revoke answer about a live holding, for an operator or another
+// owner.
+type Holder struct {
 	Key   string
 	Owner string
 	Token uint64

@@ -154,14 +154,14 @@ func (w *wrapped) WatchHandOffs(ctx context.Context, addr string, fn func(HandOf
 	return w.inner.WatchHandOffs(ctx, addr, fn, ready)
 }
 
-func (w *wrapped) Inspect(ctx context.Context, key string) (Holding, bool, error) {
+func (w *wrapped) Inspect(ctx context.Context, key string) (Holder, bool, error) {
 	return w.inner.Inspect(ctx, key)
 }
 
-func (w *wrapped) List(ctx context.Context, prefix string, fn func(Holding) bool) error {
+func (w *wrapped) List(ctx context.Context, prefix string, fn func(Holder) bool) error {
 	return w.inner.List(ctx, prefix, fn)
 }
 
-func (w *wrapped) Revoke(ctx context.Context, key string, token uint64) (Holding, bool, error) {
+func (w *wrapped) Revoke(ctx context.Context, key string, token uint64) (Holder, bool, error) {
 	return w.inner.Revoke(ctx, key, token)
 }

@@ -27,8 +27,8 @@ func (s *suite) mHeld(t *testing.T) {
 	// but for what it changes of the engine's use (Inline, Batches).
 	want := p.raw.Info()
 	want.Inline, want.Batches = false, false
-	if m.Provider() != want || m.Provider() != p.b.Info() {
-		t.Errorf("Provider() = %+v, want %+v", m.Provider(), want)
+	if m.BackendInfo() != want || m.BackendInfo() != p.b.Info() {
+		t.Errorf("BackendInfo() = %+v, want %+v", m.BackendInfo(), want)
 	}
 }
 

@@ -215,7 +215,7 @@ typedef Mgr {
 	bit closing;          /* Close was called (a.shutdown) */
 	bit dead;             /* the Manager died (a dead contender) */
 	/* HANDOFF (lease_handoff.go) */
-	bit pickup;           /* cur.pickup: a hand-off held from its notice, to renew to the TTL */
+	bit pickup;           /* cur.handOff: a hand-off held from its notice, to renew to the TTL */
 	bit noticed;          /* acq.noticed: a notice came while the acquire was in flight */
 	bit queued;           /* w.queued: the last refusal said the attempt is queued */
 	unsigned pollAge : 2; /* ticks since the latest poll was sent (w.pollSent; saturates

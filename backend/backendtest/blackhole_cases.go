@@ -86,7 +86,7 @@ func (s *suite) bBlackholed(t *testing.T) {
 		{"Release", func(ctx context.Context) error { return b.Release(ctx, h.releaseReq()) }},
 		{"Inspect", func(ctx context.Context) error { _, _, err := b.Inspect(ctx, k+"held"); return err }},
 		{"List", func(ctx context.Context) error {
-			return b.List(ctx, k, func(backend.Holding) bool { return true })
+			return b.List(ctx, k, func(backend.Holder) bool { return true })
 		}},
 		{"Revoke", func(ctx context.Context) error { _, _, err := b.Revoke(ctx, k+"held", h.Token); return err }},
 		{"RenewBatch", func(ctx context.Context) error {

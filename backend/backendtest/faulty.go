@@ -212,15 +212,15 @@ func (f *Faulty) block(ctx context.Context) error {
 }
 
 // Inspect, List and Revoke pass through to the wrapped backend, unless Stall.
-func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holder, bool, error) {
 	if f.Stall.Load() {
-		return backend.Holding{}, false, f.block(ctx)
+		return backend.Holder{}, false, f.block(ctx)
 	}
 	return f.B.Inspect(ctx, key)
 }
 
 // List passes through (see Inspect).
-func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	if f.Stall.Load() {
 		return f.block(ctx)
 	}
@@ -228,9 +228,9 @@ func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holdin
 }
 
 // Revoke passes through (see Inspect).
-func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (f *Faulty) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if f.Stall.Load() {
-		return backend.Holding{}, false, f.block(ctx)
+		return backend.Holder{}, false, f.block(ctx)
 	}
 	return f.B.Revoke(ctx, key, token)
 }

@@ -59,7 +59,7 @@ func (s *suite) bList(t *testing.T) {
 	}
 	mustGrant(t, b, k[:len(k)-1]+"-other", "o1", time.Minute) // shares all but the last character
 	got := map[string]uint64{}
-	if err := b.List(ctxT(t), k, func(h backend.Holding) bool { got[h.Key] = h.Token; return true }); err != nil {
+	if err := b.List(ctxT(t), k, func(h backend.Holder) bool { got[h.Key] = h.Token; return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
@@ -71,7 +71,7 @@ func (s *suite) bList(t *testing.T) {
 		}
 	}
 	n := 0
-	if err := b.List(ctxT(t), k, func(backend.Holding) bool { n++; return false }); err != nil || n != 1 {
+	if err := b.List(ctxT(t), k, func(backend.Holder) bool { n++; return false }); err != nil || n != 1 {
 		t.Errorf("List stopped by fn after %d calls (%v), want 1", n, err)
 	}
 }

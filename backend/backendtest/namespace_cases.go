@@ -55,7 +55,7 @@ func RunNamespaces(t *testing.T, newNamespaced func(t *testing.T, prefix string)
 			{"inner", inner, "app/", nil},
 		} {
 			var got []string
-			if err := c.b.List(ctx, c.prefix, func(h backend.Holding) bool {
+			if err := c.b.List(ctx, c.prefix, func(h backend.Holder) bool {
 				got = append(got, h.Key+" "+h.Owner)
 				return true
 			}); err != nil {

@@ -23,5 +23,5 @@ func Example_readme() {
 	defer cli.Close()
 	defer b.Close()
 	defer m.Close(context.Background())
-	fmt.Println("backend:", m.Provider().Name)
+	fmt.Println("backend:", m.BackendInfo().Name)
 }

@@ -103,7 +103,7 @@ func TestInspectEndedLeaseIsNotHeld(t *testing.T) {
 	if h, held, err := b.Inspect(ctx, "k"); err != nil || held {
 		t.Errorf("Inspect with the lease's TTL at 0: %+v, held %v, %v; want not held", h, held, err)
 	}
-	err = b.List(ctx, "", func(h backend.Holding) bool {
+	err = b.List(ctx, "", func(h backend.Holder) bool {
 		t.Errorf("List with the lease's TTL at 0 shows %+v", h)
 		return true
 	})

@@ -10,9 +10,9 @@ import (
 )
 
 // Inspect returns the live holding of key.
-func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holder, bool, error) {
 	if err := check(ctx, backend.CheckText("key", key)); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	s := b.shard(key)
 	s.mu.Lock()
@@ -20,18 +20,18 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	now := time.Now()
 	e := s.leases[key]
 	if e == nil || !now.Before(e.expires) {
-		return backend.Holding{}, false, nil
+		return backend.Holder{}, false, nil
 	}
 	return e.holding(key, now), true, nil
 }
 
 // List calls fn with the live holdings under prefix, in key order.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	now := time.Now()
-	var hs []backend.Holding
+	var hs []backend.Holder
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
@@ -52,9 +52,9 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 }
 
 // Revoke ends the live holding of key (of token, unless it is 0).
-func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if err := check(ctx, backend.CheckText("key", key)); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	s := b.shard(key)
 	s.mu.Lock()
@@ -62,7 +62,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	e := s.leases[key]
 	if e == nil || !now.Before(e.expires) || (token != 0 && e.token != token) {
 		s.mu.Unlock()
-		return backend.Holding{}, false, nil
+		return backend.Holder{}, false, nil
 	}
 	h := e.holding(key, now)
 	s.deleteLocked(key)
@@ -76,6 +76,6 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	return h, true, nil
 }
 
-func (e *entry) holding(key string, now time.Time) backend.Holding {
-	return backend.Holding{Key: key, Owner: e.owner, Token: e.token, ExpiresAt: e.expires, ExpiresIn: e.expires.Sub(now), Metadata: e.metadata}
+func (e *entry) holding(key string, now time.Time) backend.Holder {
+	return backend.Holder{Key: key, Owner: e.owner, Token: e.token, ExpiresAt: e.expires, ExpiresIn: e.expires.Sub(now), Metadata: e.metadata}
 }

@@ -24,14 +24,14 @@ const defaultListPage = 500
 const holdingColumns = `l.lease_name, l.owner_instance_id, l.fencing_token, l.expires_at, l.metadata,
        GREATEST(0, extract(epoch FROM l.expires_at - c.now) * 1000000)::bigint`
 
-func scanHolding(row pgx.Row) (backend.Holding, error) {
+func scanHolding(row pgx.Row) (backend.Holder, error) {
 	var (
-		h         backend.Holding
+		h         backend.Holder
 		token     int64
 		remaining int64
 	)
 	if err := row.Scan(&h.Key, &h.Owner, &token, &h.ExpiresAt, &h.Metadata, &remaining); err != nil {
-		return backend.Holding{}, err
+		return backend.Holder{}, err
 	}
 	h.Token, h.ExpiresIn = uint64(token), time.Duration(remaining)*time.Microsecond
 	return h, nil
@@ -41,11 +41,11 @@ func scanHolding(row pgx.Row) (backend.Holding, error) {
 // free, released or expired by the server's clock). A key that breaks the
 // limits gives an error wrapping backend.ErrInvalidRequest; faults are
 // retried and returned wrapped.
-func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
-	var h backend.Holding
+	var h backend.Holder
 	err := b.retry(ctx, "inspect", func(ctx context.Context) error {
 		var err error
 		h, err = scanHolding(b.pool.QueryRow(ctx, b.q.inspect, key))
@@ -53,9 +53,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return backend.Holding{}, false, nil
+		return backend.Holder{}, false, nil
 	case err != nil:
-		return backend.Holding{}, false, fmt.Errorf("postgres: inspect %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("postgres: inspect %q: %w", key, err)
 	}
 	return h, true, nil
 }
@@ -67,14 +67,14 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 // released or expired meanwhile may or may not be seen. A prefix that is not
 // valid UTF-8 or contains a NUL byte gives an error wrapping
 // backend.ErrInvalidRequest.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	if !utf8.ValidString(prefix) || strings.IndexByte(prefix, 0) >= 0 {
 		return fmt.Errorf("%w: prefix is not valid UTF-8 or contains a NUL byte", backend.ErrInvalidRequest)
 	}
 	upper, bounded := prefixEnd(prefix)
 	var after *string // the last key of the previous page
 	for {
-		var page []backend.Holding
+		var page []backend.Holder
 		err := b.retry(ctx, "list", func(ctx context.Context) error {
 			page = page[:0]
 			rows, err := b.pool.Query(ctx, b.q.list, prefix, upper, bounded, after, b.listPage)
@@ -146,15 +146,15 @@ func prefixEnd(prefix string) (end string, bounded bool) {
 // committed means this call removed the holding, aborted that it did not
 // (it is then tried again). When even that cannot be read before ctx ends,
 // the error wraps backend.ErrRevokeUnconfirmed.
-func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	if token > math.MaxInt64 {
-		return backend.Holding{}, false, nil // no holding can have this token
+		return backend.Holder{}, false, nil // no holding can have this token
 	}
 	var (
-		h       backend.Holding
+		h       backend.Holder
 		removed bool
 		lost    *revokeTx // sent its COMMIT, answer lost, not settled yet
 	)
@@ -181,9 +181,9 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	})
 	switch {
 	case err != nil && lost != nil:
-		return backend.Holding{}, false, fmt.Errorf("postgres: revoke %q: %w: %w", key, backend.ErrRevokeUnconfirmed, err)
+		return backend.Holder{}, false, fmt.Errorf("postgres: revoke %q: %w: %w", key, backend.ErrRevokeUnconfirmed, err)
 	case err != nil:
-		return backend.Holding{}, false, fmt.Errorf("postgres: revoke %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("postgres: revoke %q: %w", key, err)
 	}
 	return h, removed, nil
 }
@@ -194,7 +194,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 type revokeTx struct {
 	xid int64
 	pid int32
-	h   backend.Holding
+	h   backend.Holder
 }
 
 // revokeOnce runs one revoke transaction in three round trips on one
@@ -206,10 +206,10 @@ type revokeTx struct {
 // server process would stay in the transaction, holding the name's lock,
 // until the server noticed, and the next try would wait for the lock; the
 // caller ends it (terminate) once the connection is back in the pool.
-func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h backend.Holding, removed bool, lost, left *revokeTx, err error) {
+func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h backend.Holder, removed bool, lost, left *revokeTx, err error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return backend.Holding{}, false, nil, nil, err
+		return backend.Holder{}, false, nil, nil, err
 	}
 	defer conn.Release() // closed by the pool unless idle outside a transaction
 	tx := &revokeTx{}
@@ -217,7 +217,7 @@ func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h b
 	batch.Queue("BEGIN")
 	batch.Queue("SELECT txid_current(), pg_backend_pid()").QueryRow(func(r pgx.Row) error { return r.Scan(&tx.xid, &tx.pid) })
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
-		return backend.Holding{}, false, nil, nil, err
+		return backend.Holder{}, false, nil, nil, err
 	}
 	leftIfBroken := func() *revokeTx {
 		if conn.Conn().IsClosed() {
@@ -231,12 +231,12 @@ func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h b
 		var err error
 		tx.h, err = scanHolding(r)
 		if errors.Is(err, pgx.ErrNoRows) {
-			tx.h, err = backend.Holding{}, nil // tokens are never 0: none removed
+			tx.h, err = backend.Holder{}, nil // tokens are never 0: none removed
 		}
 		return err
 	})
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
-		return backend.Holding{}, false, nil, leftIfBroken(), err
+		return backend.Holder{}, false, nil, leftIfBroken(), err
 	}
 	// COMMIT and ROLLBACK go by the simple protocol: one message, so that
 	// a failure after it was sent is told from one before.
@@ -244,9 +244,9 @@ func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h b
 	if tx.h.Token == 0 {
 		_, err := pg.Exec(ctx, "ROLLBACK").ReadAll() // nothing was changed, whatever its answer
 		if err != nil {
-			return backend.Holding{}, false, nil, leftIfBroken(), nil
+			return backend.Holder{}, false, nil, leftIfBroken(), nil
 		}
-		return backend.Holding{}, false, nil, nil, nil
+		return backend.Holder{}, false, nil, nil, nil
 	}
 	if b.revokeHook != nil {
 		b.revokeHook("commit")
@@ -254,12 +254,12 @@ func (b *Backend) revokeOnce(ctx context.Context, key string, token uint64) (h b
 	if _, err := pg.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
-			return backend.Holding{}, false, nil, leftIfBroken(), err // refused: not committed
+			return backend.Holder{}, false, nil, leftIfBroken(), err // refused: not committed
 		}
 		// Whether it was sent is not known either: pgconn reports a reply
 		// lost while the COMMIT was being flushed as "never sent"
 		// (SafeToRetry). The transaction's status will tell.
-		return backend.Holding{}, false, tx, nil, err
+		return backend.Holder{}, false, tx, nil, err
 	}
 	return tx.h, true, nil, nil, nil
 }

@@ -58,7 +58,7 @@ func TestListByPrefixInPages(t *testing.T) {
 	list := func(prefix string) []string {
 		t.Helper()
 		var got []string
-		if err := b.List(ctx, prefix, func(h backend.Holding) bool {
+		if err := b.List(ctx, prefix, func(h backend.Holder) bool {
 			if h.Token != tokens[h.Key] || h.Owner != "a" || h.ExpiresIn <= 0 {
 				t.Errorf("List(%q): %+v, want a's holding with token %d", prefix, h, tokens[h.Key])
 			}
@@ -83,11 +83,11 @@ func TestListByPrefixInPages(t *testing.T) {
 		}
 	}
 	n := 0
-	if err := b.List(ctx, "", func(backend.Holding) bool { n++; return n < 3 }); err != nil || n != 3 {
+	if err := b.List(ctx, "", func(backend.Holder) bool { n++; return n < 3 }); err != nil || n != 3 {
 		t.Errorf("List stopped by fn after %d calls (%v), want 3", n, err)
 	}
 	for _, bad := range []string{"a\x00", "\xff"} {
-		if err := b.List(ctx, bad, func(backend.Holding) bool { return true }); !errors.Is(err, backend.ErrInvalidRequest) {
+		if err := b.List(ctx, bad, func(backend.Holder) bool { return true }); !errors.Is(err, backend.ErrInvalidRequest) {
 			t.Errorf("List(%q) = %v, want ErrInvalidRequest", bad, err)
 		}
 	}

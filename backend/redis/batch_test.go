@@ -26,7 +26,7 @@ func releaseOp(r backend.ReleaseRequest) backend.Call {
 }
 
 // mustHolder checks who holds key now (owner "" for nobody).
-func mustHolder(t *testing.T, b *Backend, key, owner string) backend.Holding {
+func mustHolder(t *testing.T, b *Backend, key, owner string) backend.Holder {
 	t.Helper()
 	h, held, err := b.Inspect(ctxT(t), key)
 	if err != nil {

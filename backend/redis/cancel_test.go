@@ -56,7 +56,7 @@ func TestCallsEndWithTheirContext(t *testing.T) {
 				{"Release", func(ctx context.Context) error { return b.Release(ctx, g.release()) }},
 				{"Inspect", func(ctx context.Context) error { _, _, err := b.Inspect(ctx, "held"); return err }},
 				{"List", func(ctx context.Context) error {
-					return b.List(ctx, "", func(backend.Holding) bool { return true })
+					return b.List(ctx, "", func(backend.Holder) bool { return true })
 				}},
 				{"Revoke", func(ctx context.Context) error { _, _, err := b.Revoke(ctx, "held", g.Token); return err }},
 				{"RenewBatch", func(ctx context.Context) error {

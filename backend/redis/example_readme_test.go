@@ -31,6 +31,6 @@ func Example_readme() {
 	defer client.Close()
 	defer b.Close()
 	defer m.Close(ctx)
-	fmt.Println("backend:", m.Provider().Name)
+	fmt.Println("backend:", m.BackendInfo().Name)
 	// Output: backend: redis
 }

@@ -13,12 +13,12 @@ import (
 
 // Inspect implements backend.Backend: the live holding of key, read in one
 // script so that the fields and the remaining time belong together.
-func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, bool, error) {
+func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	if err := b.closed(); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	var (
 		reply any
@@ -27,14 +27,14 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holding, boo
 	if terr := b.roundTrip(ctx, []string{key}, func(ctx context.Context) {
 		reply, err = inspectScript.Run(ctx, b.client, []string{b.LeaseKey(key)}).Result()
 	}); terr != nil {
-		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, terr)
+		return backend.Holder{}, false, fmt.Errorf("redis: inspect %q: %w", key, terr)
 	}
 	if err != nil {
-		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
 	}
 	h, held, err := parseHolding(key, reply)
 	if err != nil {
-		return backend.Holding{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("redis: inspect %q: %w", key, err)
 	}
 	return h, held, nil
 }
@@ -50,12 +50,12 @@ const revokeReceiptTTL = 10 * time.Minute
 // The script leaves a receipt with this call's identity beside the name's
 // keys, so that go-redis's resend of the script after a lost answer reports
 // the holding the first send removed, not "not there".
-func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	if err := b.closed(); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -68,34 +68,34 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 		reply, err = revokeScript.Run(ctx, b.client, keys, strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg,
 			hex.EncodeToString(id[:]), revokeReceiptTTL.Milliseconds()).Result()
 	}); terr != nil {
-		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, terr)
+		return backend.Holder{}, false, fmt.Errorf("redis: revoke %q: %w", key, terr)
 	}
 	if err != nil {
-		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
 	}
 	h, removed, err := parseHolding(key, reply)
 	if err != nil {
-		return backend.Holding{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("redis: revoke %q: %w", key, err)
 	}
 	return h, removed, nil
 }
 
 // parseHolding reads {0} or {1, owner, token, meta, expires_ms, pttl_ms}
 // (scripts/CONTRACT.md).
-func parseHolding(key string, reply any) (backend.Holding, bool, error) {
+func parseHolding(key string, reply any) (backend.Holder, bool, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) == 0 {
-		return backend.Holding{}, false, fmt.Errorf("%w: %v", errReply, reply)
+		return backend.Holder{}, false, fmt.Errorf("%w: %v", errReply, reply)
 	}
 	flag, err := asInt(a[0])
 	if err != nil {
-		return backend.Holding{}, false, fmt.Errorf("%w: %v", errReply, reply)
+		return backend.Holder{}, false, fmt.Errorf("%w: %v", errReply, reply)
 	}
 	if flag == 0 {
-		return backend.Holding{}, false, nil
+		return backend.Holder{}, false, nil
 	}
 	if len(a) != 6 {
-		return backend.Holding{}, false, fmt.Errorf("%w: %v", errReply, reply)
+		return backend.Holder{}, false, fmt.Errorf("%w: %v", errReply, reply)
 	}
 	owner, ok1 := a[1].(string)
 	meta, ok2 := a[3].(string)
@@ -103,9 +103,9 @@ func parseHolding(key string, reply any) (backend.Holding, bool, error) {
 	ms, err2 := asInt(a[4])
 	pttl, err3 := asInt(a[5])
 	if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil {
-		return backend.Holding{}, false, fmt.Errorf("%w: bad holding %v", errReply, reply)
+		return backend.Holder{}, false, fmt.Errorf("%w: bad holding %v", errReply, reply)
 	}
-	return backend.Holding{
+	return backend.Holder{
 		Key:       key,
 		Owner:     owner,
 		Token:     token,

@@ -32,7 +32,7 @@ var errStopList = errors.New("list stopped")
 // long; like any SCAN it may miss a holding granted meanwhile or report one
 // that ended meanwhile. fn is never called concurrently, nor after List has
 // returned; it may be called on another goroutine than List's.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	if err := b.closed(); err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 		mu      sync.Mutex
 		stopped bool // fn asked to stop, or List has returned
 	)
-	deliver := func(hs []backend.Holding) error {
+	deliver := func(hs []backend.Holder) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, h := range hs {
@@ -107,7 +107,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 
 // inspectPage reads the holdings of a page of lease hashes in one pipeline;
 // hashes that ended since SCAN saw them are left out.
-func (b *Backend) inspectPage(ctx context.Context, leaseKeys []string, head string) ([]backend.Holding, error) {
+func (b *Backend) inspectPage(ctx context.Context, leaseKeys []string, head string) ([]backend.Holder, error) {
 	for attempt := 0; ; attempt++ {
 		p := b.client.Pipeline()
 		cmds := make([]*goredis.Cmd, len(leaseKeys))
@@ -115,7 +115,7 @@ func (b *Backend) inspectPage(ctx context.Context, leaseKeys []string, head stri
 			cmds[i] = inspectScript.EvalSha(ctx, p, []string{k})
 		}
 		_, _ = p.Exec(ctx)
-		var hs []backend.Holding
+		var hs []backend.Holder
 		noScript := false
 		for i, c := range cmds {
 			if err := c.Err(); err != nil {

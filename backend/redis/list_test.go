@@ -32,7 +32,7 @@ func TestListAwkwardPrefixAcrossPages(t *testing.T) {
 	}
 
 	got := map[string]uint64{}
-	err := b.List(ctx, prefix, func(h backend.Holding) bool {
+	err := b.List(ctx, prefix, func(h backend.Holder) bool {
 		if h.Owner != "alice" || h.ExpiresIn <= 0 {
 			t.Errorf("listed %+v", h)
 		}

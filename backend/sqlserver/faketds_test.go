@@ -449,7 +449,7 @@ func TestBlackholedLinkEndsCallsWithTheirContext(t *testing.T) {
 		}},
 		{"Inspect", func(ctx context.Context) error { _, _, err := b.Inspect(ctx, key()); return err }},
 		{"List", func(ctx context.Context) error {
-			return b.List(ctx, key(), func(backend.Holding) bool { return true })
+			return b.List(ctx, key(), func(backend.Holder) bool { return true })
 		}},
 		{"Revoke", func(ctx context.Context) error { _, _, err := b.Revoke(ctx, key(), 1); return err }},
 		{"RenewBatch", func(ctx context.Context) error {

@@ -14,9 +14,9 @@ import (
 // Inspect returns the live holding of key, whoever holds it; held is false
 // when the key is free or its holding has expired (on the server's clock).
 // It changes nothing, so transient errors are retried.
-func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holding, held bool, err error) {
+func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holder, held bool, err error) {
 	if err := backend.CheckText("key", key); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	err = b.retry(ctx, "inspect", []string{key}, func(ctx context.Context) error {
 		rows, err := b.db.QueryContext(ctx, b.q.inspect, sql.Named("name", key))
@@ -28,7 +28,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holding, h
 	})
 	if err != nil {
 		b.logFailure(ctx, "inspect failed", err, "key", key)
-		return backend.Holding{}, false, fmt.Errorf("sqlserver: inspect %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("sqlserver: inspect %q: %w", key, err)
 	}
 	return h, held, nil
 }
@@ -36,7 +36,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holding, h
 // List calls fn with every live holding whose key starts with prefix ("" for
 // all), in key order (binary), until fn returns false. It reads the table in
 // one query, so a failure after fn was called is returned, not retried.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	switch {
 	case !utf8.ValidString(prefix):
 		return fmt.Errorf("%w: prefix is not valid UTF-8", backend.ErrInvalidRequest)
@@ -46,7 +46,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 		// Longer than any key: nothing can match.
 		return ctx.Err()
 	}
-	var hs []backend.Holding
+	var hs []backend.Holder
 	err := b.retry(ctx, "list", nil, func(ctx context.Context) error {
 		var err error
 		hs, err = b.listOnce(ctx, prefix)
@@ -67,13 +67,13 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holdi
 // listOnce reads every live holding whose key starts with prefix. It reads
 // them all before List calls fn, so that fn runs on the caller's goroutine
 // and never after the caller's context ended.
-func (b *Backend) listOnce(ctx context.Context, prefix string) ([]backend.Holding, error) {
+func (b *Backend) listOnce(ctx context.Context, prefix string) ([]backend.Holder, error) {
 	rows, err := b.db.QueryContext(ctx, b.q.list, sql.Named("prefix", prefix))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var hs []backend.Holding
+	var hs []backend.Holder
 	for rows.Next() {
 		var key string
 		h, err := scanHolding(rows, &key)
@@ -98,16 +98,16 @@ func (b *Backend) listOnce(ctx context.Context, prefix string) ([]backend.Holdin
 // after an ambiguous failure a second run could report a removal it did not
 // make, or (token 0) remove a holding granted in between that the operator
 // never saw; Inspect tells what stands.
-func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	t, ok := tokenParam(token)
 	if !ok {
-		return backend.Holding{}, false, nil // never issued, so not live
+		return backend.Holder{}, false, nil // never issued, so not live
 	}
 	var (
-		h       backend.Holding
+		h       backend.Holder
 		removed bool
 	)
 	err := b.call(ctx, []string{key}, func(ctx context.Context) error {
@@ -120,10 +120,10 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	})
 	if err != nil {
 		b.logFailure(ctx, "revoke failed", err, "key", key, "token", token)
-		return backend.Holding{}, false, fmt.Errorf("sqlserver: revoke %q: %w", key, err)
+		return backend.Holder{}, false, fmt.Errorf("sqlserver: revoke %q: %w", key, err)
 	}
 	if removed && token != 0 && h.Token != token {
-		return backend.Holding{}, false, fmt.Errorf("sqlserver: revoke %q: removed token %d, asked for %d", key, h.Token, token)
+		return backend.Holder{}, false, fmt.Errorf("sqlserver: revoke %q: removed token %d, asked for %d", key, h.Token, token)
 	}
 	if removed {
 		b.log.InfoContext(ctx, "revoked", "key", key, "owner", h.Owner, "token", h.Token)
@@ -132,39 +132,39 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 }
 
 // scanOneHolding reads at most one holding of key and closes rows.
-func scanOneHolding(rows *sql.Rows, key string) (backend.Holding, bool, error) {
+func scanOneHolding(rows *sql.Rows, key string) (backend.Holder, bool, error) {
 	defer rows.Close()
 	if !rows.Next() {
-		return backend.Holding{}, false, rows.Err()
+		return backend.Holder{}, false, rows.Err()
 	}
 	h, err := scanHolding(rows)
 	if err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	h.Key = key
 	if rows.Next() {
-		return backend.Holding{}, false, fmt.Errorf("sqlserver: more than one holding of %q", key)
+		return backend.Holder{}, false, fmt.Errorf("sqlserver: more than one holding of %q", key)
 	}
 	if err := rows.Err(); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
 	return h, true, nil
 }
 
 // scanHolding reads one row of (extra..., owner, token, expiry, remaining
 // microseconds, metadata) and checks that it is a live holding.
-func scanHolding(rows *sql.Rows, extra ...any) (backend.Holding, error) {
+func scanHolding(rows *sql.Rows, extra ...any) (backend.Holder, error) {
 	var (
-		h       backend.Holding
+		h       backend.Holder
 		token   int64
 		expires time.Time
 		remUs   int64
 	)
 	if err := rows.Scan(append(extra, &h.Owner, &token, &expires, &remUs, &h.Metadata)...); err != nil {
-		return backend.Holding{}, fmt.Errorf("sqlserver: scanning a holding: %w", err)
+		return backend.Holder{}, fmt.Errorf("sqlserver: scanning a holding: %w", err)
 	}
 	if token <= 0 || remUs <= 0 {
-		return backend.Holding{}, fmt.Errorf("sqlserver: malformed holding (token %d, %d µs left)", token, remUs)
+		return backend.Holder{}, fmt.Errorf("sqlserver: malformed holding (token %d, %d µs left)", token, remUs)
 	}
 	h.Token = uint64(token)
 	h.ExpiresAt = expires.UTC()

@@ -24,7 +24,7 @@ func TestInspect(t *testing.T) {
 		mock.ExpectQuery(b.q.inspect).WithArgs(sql.Named("name", "job")).
 			WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(59_000_000), "md"))
 		h, held, err := b.Inspect(ctx, "job")
-		want := backend.Holding{Key: "job", Owner: "o1", Token: 7, ExpiresAt: expires.UTC(), ExpiresIn: 59 * time.Second, Metadata: "md"}
+		want := backend.Holder{Key: "job", Owner: "o1", Token: 7, ExpiresAt: expires.UTC(), ExpiresIn: 59 * time.Second, Metadata: "md"}
 		if err != nil || !held || h != want {
 			t.Fatalf("Inspect = %+v, %v, %v; want %+v", h, held, err, want)
 		}
@@ -32,7 +32,7 @@ func TestInspect(t *testing.T) {
 	t.Run("free or expired", func(t *testing.T) {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.inspect).WillReturnRows(sqlmock.NewRows(holdingColumns))
-		if h, held, err := b.Inspect(ctx, "job"); err != nil || held || h != (backend.Holding{}) {
+		if h, held, err := b.Inspect(ctx, "job"); err != nil || held || h != (backend.Holder{}) {
 			t.Fatalf("Inspect = %+v, %v, %v; want not held", h, held, err)
 		}
 	})
@@ -81,7 +81,7 @@ func TestList(t *testing.T) {
 				AddRow("jobs/b", "o2", int64(2), expires, int64(60_000_000), "m").
 				AddRow("jobs/c", "o3", int64(3), expires, int64(60_000_000), ""))
 		var got []string
-		err := b.List(ctx, "jobs/", func(h backend.Holding) bool {
+		err := b.List(ctx, "jobs/", func(h backend.Holder) bool {
 			got = append(got, h.Key+"="+h.Owner)
 			return len(got) < 2
 		})
@@ -92,19 +92,19 @@ func TestList(t *testing.T) {
 	t.Run("a key without the prefix is a fault", func(t *testing.T) {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.list).WillReturnRows(sqlmock.NewRows(listColumns).AddRow("other", "o1", int64(1), expires, int64(1), ""))
-		if err := b.List(ctx, "jobs/", func(backend.Holding) bool { t.Error("fn called"); return true }); err == nil {
+		if err := b.List(ctx, "jobs/", func(backend.Holder) bool { t.Error("fn called"); return true }); err == nil {
 			t.Fatal("want a fault")
 		}
 	})
 	t.Run("bad prefixes", func(t *testing.T) {
 		b, _ := newMockBackend(t)
 		for _, p := range []string{"\xff", "a\x00"} {
-			if err := b.List(ctx, p, func(backend.Holding) bool { return true }); !errors.Is(err, backend.ErrInvalidRequest) {
+			if err := b.List(ctx, p, func(backend.Holder) bool { return true }); !errors.Is(err, backend.ErrInvalidRequest) {
 				t.Errorf("List(%q) = %v, want ErrInvalidRequest", p, err)
 			}
 		}
 		// Longer than any key: nothing to list, and no query.
-		if err := b.List(ctx, strings.Repeat("😀", backend.MaxKeyRunes+1), func(backend.Holding) bool { t.Error("fn called"); return true }); err != nil {
+		if err := b.List(ctx, strings.Repeat("😀", backend.MaxKeyRunes+1), func(backend.Holder) bool { t.Error("fn called"); return true }); err != nil {
 			t.Error(err)
 		}
 	})

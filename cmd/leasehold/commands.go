@@ -44,15 +44,15 @@ func listCommand() *command {
 
 // lister is the part of a backend that list and watch use.
 type lister interface {
-	List(ctx context.Context, prefix string, fn func(backend.Holding) bool) error
+	List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error
 }
 
 // listAll reads every live holding under prefix, bounded by -timeout.
-func listAll(ctx context.Context, l lister, o *opts, prefix string) ([]backend.Holding, error) {
+func listAll(ctx context.Context, l lister, o *opts, prefix string) ([]backend.Holder, error) {
 	ctx, cancel := callCtx(ctx, o)
 	defer cancel()
-	var hs []backend.Holding
-	err := l.List(ctx, prefix, func(h backend.Holding) bool {
+	var hs []backend.Holder
+	err := l.List(ctx, prefix, func(h backend.Holder) bool {
 		hs = append(hs, h)
 		return true
 	})
@@ -185,7 +185,7 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 // holds the name now (held, h): exit 0 when it is free, 1 when it is held
 // with another token than the one asked for or shown (changed says the
 // holding was shown before the revoke).
-func releasedNothing(a *app, o *opts, held bool, h backend.Holding, token uint64, changed bool) int {
+func releasedNothing(a *app, o *opts, held bool, h backend.Holder, token uint64, changed bool) int {
 	code := exitOK
 	var msg string
 	switch {

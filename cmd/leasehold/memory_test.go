@@ -74,11 +74,11 @@ func TestInProcessMemory(t *testing.T) {
 // lost and whose holding was gone when it looked again.
 type lostRevoke struct{ *memory.Backend }
 
-func (l lostRevoke) Revoke(ctx context.Context, key string, token uint64) (backend.Holding, bool, error) {
+func (l lostRevoke) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if _, _, err := l.Backend.Revoke(ctx, key, token); err != nil {
-		return backend.Holding{}, false, err
+		return backend.Holder{}, false, err
 	}
-	return backend.Holding{}, false, fmt.Errorf("store: revoke %q: %w", key, backend.ErrRevokeUnconfirmed)
+	return backend.Holder{}, false, fmt.Errorf("store: revoke %q: %w", key, backend.ErrRevokeUnconfirmed)
 }
 
 // onRead runs f when the prompt's answer is read, then answers "y": the name

@@ -30,7 +30,7 @@ type holdingJSON struct {
 	Metadata  string    `json:"metadata"`
 }
 
-func toJSON(h backend.Holding, keyPrefix string) holdingJSON {
+func toJSON(h backend.Holder, keyPrefix string) holdingJSON {
 	return holdingJSON{
 		Held: true, Name: strings.TrimPrefix(h.Key, keyPrefix), Key: h.Key,
 		Owner: h.Owner, Token: h.Token,
@@ -72,7 +72,7 @@ func cell(s string, n int) string {
 // holdingTable writes holdings as an aligned table. width is the
 // terminal's (0: unknown): the metadata column, last, gets what the others
 // leave of it, at least minMetaCol runes.
-func holdingTable(w io.Writer, hs []backend.Holding, keyPrefix string, width int) error {
+func holdingTable(w io.Writer, hs []backend.Holder, keyPrefix string, width int) error {
 	rows := make([][4]string, len(hs))
 	widths := [4]int{len("NAME"), len("OWNER"), len("TOKEN"), len("TIME LEFT")}
 	for i, h := range hs {
@@ -100,7 +100,7 @@ func holdingTable(w io.Writer, hs []backend.Holding, keyPrefix string, width int
 }
 
 // holdingDetail writes one holding, one field per line, nothing cut.
-func holdingDetail(w io.Writer, h backend.Holding, keyPrefix string) error {
+func holdingDetail(w io.Writer, h backend.Holder, keyPrefix string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	name := strings.TrimPrefix(h.Key, keyPrefix)
 	fmt.Fprintf(tw, "name:\t%s\n", oneLine(name))

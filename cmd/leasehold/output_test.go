@@ -14,7 +14,7 @@ import (
 // terminal's width, so that no row is longer; without a width it is cut at
 // maxMetaCol. -json gives it whole.
 func TestTableFitsWidth(t *testing.T) {
-	hs := []backend.Holding{
+	hs := []backend.Holder{
 		{Key: "app/a", Owner: "host-1:4242:abc", Token: 1796012826087607, ExpiresIn: 12 * time.Second, Metadata: strings.Repeat("m", 300)},
 		{Key: "app/bb", Owner: "o", Token: 7, ExpiresIn: 90 * time.Minute, Metadata: "short"},
 	}

@@ -74,7 +74,7 @@ func watchCommand() *command {
 
 // seen is a holding as one look at the store found it.
 type seen struct {
-	h backend.Holding
+	h backend.Holder
 	// at is when the look began (local monotonic clock): the store measured
 	// h.ExpiresIn after it, so at+ExpiresIn is never later than the expiry.
 	at time.Time
@@ -235,7 +235,7 @@ type eventJSON struct {
 	Metadata    string `json:"metadata"`
 }
 
-func (w *watcher) emit(event string, h backend.Holding) {
+func (w *watcher) emit(event string, h backend.Holder) {
 	now := w.now().UTC()
 	name := strings.TrimPrefix(h.Key, w.o.keyPrefix)
 	var err error

@@ -14,16 +14,16 @@ import (
 // fixedLister answers List with whatever the test set last.
 type fixedLister struct {
 	mu sync.Mutex
-	hs []backend.Holding
+	hs []backend.Holder
 }
 
-func (f *fixedLister) set(hs ...backend.Holding) {
+func (f *fixedLister) set(hs ...backend.Holder) {
 	f.mu.Lock()
 	f.hs = hs
 	f.mu.Unlock()
 }
 
-func (f *fixedLister) List(_ context.Context, prefix string, fn func(backend.Holding) bool) error {
+func (f *fixedLister) List(_ context.Context, prefix string, fn func(backend.Holder) bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, h := range f.hs {
@@ -48,10 +48,10 @@ func TestWatchDiff(t *testing.T) {
 		list: l, prefix: "p/", interval: time.Second, now: func() time.Time { return now },
 		wake: make(chan struct{}, 1),
 	}
-	h := func(key string, token uint64, left time.Duration) backend.Holding {
-		return backend.Holding{Key: key, Owner: "o-" + key, Token: token, ExpiresIn: left}
+	h := func(key string, token uint64, left time.Duration) backend.Holder {
+		return backend.Holder{Key: key, Owner: "o-" + key, Token: token, ExpiresIn: left}
 	}
-	step := func(d time.Duration, want string, hs ...backend.Holding) {
+	step := func(d time.Duration, want string, hs ...backend.Holder) {
 		t.Helper()
 		now = now.Add(d)
 		l.set(hs...)

@@ -114,10 +114,10 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			a.startWorkers()
 		}
 		if a.cfg.info.AnnouncesReleases {
-			a.cfg.notifications.Store(true)
+			a.cfg.releasesWatched.Store(true)
 			a.wg.Go(func() {
 				err := a.cfg.Backend.WatchReleases(a.base, a.notice)
-				a.cfg.notifications.Store(false)
+				a.cfg.releasesWatched.Store(false)
 				switch {
 				case a.base.Err() != nil:
 				case errors.Is(err, errors.ErrUnsupported): // switched off: waiters poll
@@ -126,10 +126,10 @@ func (a *backendActor) Receive(ctx actor.Context) {
 				}
 			})
 		}
-		if a.cfg.notices {
+		if a.cfg.handOffNotices {
 			a.wg.Go(func() {
-				err := a.cfg.Backend.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffs.Store(true) })
-				a.cfg.handOffs.Store(false)
+				err := a.cfg.Backend.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffsWatched.Store(true) })
+				a.cfg.handOffsWatched.Store(false)
 				switch {
 				case a.base.Err() != nil:
 				case errors.Is(err, errors.ErrUnsupported): // switched off: queued waiters poll

@@ -40,23 +40,23 @@ type Config struct {
 	// ends its holding as released, not lost.
 	closing atomic.Bool
 
-	// notifications is true while the backend announces releases; waiters
+	// releasesWatched is true while the backend announces releases; waiters
 	// poll less often then.
-	notifications atomic.Bool
+	releasesWatched atomic.Bool
 
 	// Pickup is the pickup window of a hand-off to this Manager's waiters
 	// on a Queue store (0: DefaultPickup); a lease's is at most a quarter
-	// of its TTL (Config.pickup, Config.PickupWindow).
+	// of its TTL (Config.pickupWindow, Config.PickupWindow).
 	Pickup time.Duration
 	// info is the backend's Info, read once at Start: the engine decides
 	// from it alone what to use of the backend. queue: the store keeps a
-	// waiter queue (Info.Queue); notices: it also sends hand-off notices
+	// waiter queue (Info.Queue); handOffNotices: it also sends hand-off notices
 	// (Info.HandOffNotices).
-	info           backend.Info
-	queue, notices bool
-	// handOffs is true while the store's hand-off notices to this Manager
+	info                  backend.Info
+	queue, handOffNotices bool
+	// handOffsWatched is true while the store's hand-off notices to this Manager
 	// are watched; queued waiters then poll only as a fallback.
-	handOffs atomic.Bool
+	handOffsWatched atomic.Bool
 
 	// instance and attempts make attempt identities: unique across
 	// processes (instance is random) and cheap (a counter, not a random
@@ -124,7 +124,7 @@ func newInstance() string {
 const DefaultPickup = 2 * time.Second
 
 // pickup is the pickup window of a lease of ttl.
-func (c *Config) pickup(ttl time.Duration) time.Duration {
+func (c *Config) pickupWindow(ttl time.Duration) time.Duration {
 	p := c.Pickup
 	if p <= 0 {
 		p = DefaultPickup

@@ -1,15 +1,10 @@
 package engine
 
 import (
-	"hash/maphash"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -18,163 +13,6 @@ import (
 // in a tight acquire/release loop keeps its actor, and memory follows the live
 // leases within two sweeps.
 const idleSweep = 500 * time.Millisecond
-
-// Engine is the running actors of one Manager: a lease actor per key in use,
-// found through the router; the backend actor; the event hub; and the
-// registry, which retires idle lease actors and runs Shutdown.
-type Engine struct {
-	root   *actor.RootContext
-	cfg    *Config
-	router *router
-	// alarms serve the holdings' renewals and deadlines; a lease actor uses
-	// the one its key hashes to, so that cores do not meet on one heap.
-	alarms []*alarms
-	// renewer owns the due times of the holdings' renewals. One per
-	// Manager: every heap of its own would send a batch of its own, and
-	// round trips would grow with the shards.
-	renewer *renewer
-	hub     *actor.PID
-	backend *actor.PID
-	// registry is the parent of nothing (lease actors are spawned from the
-	// root: protoactor's child set keeps a stopped child's PID, and through
-	// it the whole actor, in its backing array) but the supervisor of all.
-	registry *actor.PID
-	stopped  chan struct{} // closed when every lease actor has stopped
-	regDone  chan struct{} // closed when the registry has stopped
-	backDone chan struct{} // closed when the backend actor has stopped
-	leases   sync.WaitGroup
-	backWG   sync.WaitGroup // the backend actor's goroutines
-
-	// leaseProps is shared by every lease actor (Props per actor would cost
-	// a tenth of a held lease's memory); its producer, which protoactor
-	// calls synchronously inside Spawn, takes the entry from spawning.
-	leaseProps *actor.Props
-	spawnMu    sync.Mutex
-	spawning   *entry
-}
-
-// Start spawns the actors of one Manager in root's system; newLease makes
-// the lease actor of an entry (package actors' lease actor).
-func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) actor.Actor) *Engine {
-	cfg.instance = newInstance()
-	cfg.info = cfg.Backend.Info()
-	cfg.queue = cfg.info.Queue
-	cfg.notices = cfg.info.HandOffNotices && cfg.queue
-	e := &Engine{root: root, cfg: cfg,
-		stopped: make(chan struct{}), regDone: make(chan struct{}), backDone: make(chan struct{})}
-	props := func(producer actor.Producer) *actor.Props {
-		// Stopped, not restarted, on a panic (the guardian is their
-		// supervisor: they are spawned from the root): a restarted backend
-		// actor would orphan its workers, a restarted registry its Close.
-		return actor.PropsFromProducer(producer, actor.WithDispatcher(dispatcher),
-			actor.WithSupervisor(stopOnFailure), actor.WithGuardian(stopOnFailure))
-	}
-	// The router first: the backend actor's release watch may route a
-	// notice as soon as it starts.
-	e.router = newRouter(e.spawnLease)
-	for range max(2, min(8, runtime.GOMAXPROCS(0))) {
-		e.alarms = append(e.alarms, newAlarms(cfg.clock(), root.Send))
-	}
-	e.hub = root.Spawn(props(newHub))
-	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG) }))
-	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, func(b []messages.Renewal) {
-		root.Send(e.backend, &messages.RenewBatch{Renewals: b})
-	})
-	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
-	// a lease actor sees a few messages per renewal period, so its lower
-	// peak throughput does not matter.
-	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) }).
-		Configure(actor.WithMailbox(actor.UnboundedLockfree()))
-	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
-	return e
-}
-
-// spawnLease starts the lease actor of en (the router holds en's shard lock).
-func (e *Engine) spawnLease(en *entry) *actor.PID {
-	e.spawnMu.Lock()
-	defer e.spawnMu.Unlock()
-	e.spawning = en
-	e.leases.Add(1)
-	pid := e.root.Spawn(e.leaseProps)
-	e.spawning = nil
-	return pid
-}
-
-// alarmsFor is the alarm heap of key's holdings.
-func (e *Engine) alarmsFor(key string) *alarms {
-	return e.alarms[maphash.String(e.router.seed, key)%uint64(len(e.alarms))]
-}
-
-// Send routes a command to key's lease actor, spawning it when spawn is set.
-// It reports false when there is no such actor (or, closing, none may be
-// spawned); msg was not sent then.
-func (e *Engine) Send(key string, msg any, spawn bool) bool {
-	pid := e.router.route(key, spawn)
-	if pid == nil {
-		return false
-	}
-	e.root.Send(pid, msg)
-	return true
-}
-
-// notice wakes the waiters of key, if it has a lease actor.
-func (e *Engine) notice(key string) { e.Send(key, &messages.ReleaseNotice{Key: key}, false) }
-
-// handOff hands a grant the store made to one of this Manager's attempts to
-// the key's lease actor. A key with no actor has no waiter: the notice is
-// stale (see leaseActor.onHandOff).
-func (e *Engine) handOff(h backend.HandOff) {
-	if h.Owner != e.cfg.Owner {
-		return // not ours: another Manager's address collided with ours
-	}
-	e.Send(h.Key, &messages.HandOffNotice{HandOff: h}, false)
-}
-
-// Subscribe and Unsubscribe add and remove a subscriber of loss events.
-func (e *Engine) Subscribe(s *lease.Sink)   { e.root.Send(e.hub, &messages.Subscribe{Sink: s}) }
-func (e *Engine) Unsubscribe(s *lease.Sink) { e.root.Send(e.hub, &messages.Unsubscribe{Sink: s}) }
-
-// Shutdown starts the end of the Manager's work (see messages.Shutdown).
-// From now on a lease actor that stops before it has handled it ends its
-// holding as released, not lost.
-func (e *Engine) Shutdown(m *messages.Shutdown) {
-	e.cfg.closing.Store(true)
-	e.root.Send(e.registry, m)
-}
-
-// Stopped is closed once every lease actor has stopped.
-func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
-
-// Holdings lists the holdings of this Manager now, in no particular order.
-func (e *Engine) Holdings() []*lease.Holding { return e.router.holdings() }
-
-// Stop stops every actor (after a Shutdown, there is nothing left to
-// release) and waits for them and their goroutines. The waiting is done here,
-// never in an actor's Receive: with the caller-runs dispatcher, an actor that
-// blocked could be blocking the very goroutine that runs what it waits for.
-func (e *Engine) Stop() {
-	e.router.closing.Store(true) // nothing spawns from now on
-	for _, pid := range e.router.all(false) {
-		e.root.Stop(pid)
-	}
-	e.leases.Wait() // quick: lease actors never block, and after Shutdown they hold nothing
-	close(e.stopped)
-	e.root.Stop(e.registry)
-	<-e.regDone
-	for _, s := range e.alarms {
-		s.stop()
-	}
-	e.renewer.stop()
-	e.root.Stop(e.backend) // cancels the calls in flight
-	<-e.backDone
-	e.backWG.Wait()
-	e.root.Stop(e.hub) // closes the subscriptions
-}
-
-// stopOnFailure stops a panicking actor rather than restarting it with empty
-// state: a lease actor's Stopping handler answers its callers and ends its
-// holding.
-var stopOnFailure = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 
 // registry retires idle lease actors and runs Shutdown: it sends Shutdown to
 // the backend actor and then to every lease actor, and answers when every

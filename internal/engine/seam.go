@@ -72,22 +72,22 @@ func (t *timer) Stop()                 { t.stop() }
 // Closing reports whether Shutdown has begun.
 func (c *Config) Closing() bool { return c.closing.Load() }
 
-// Queue reports whether the store keeps a waiter queue; Notices whether it
-// also sends hand-off notices.
-func (c *Config) Queue() bool   { return c.queue }
-func (c *Config) Notices() bool { return c.notices }
+// Queue reports whether the store keeps a waiter queue; HandOffNotices
+// whether it also sends hand-off notices.
+func (c *Config) Queue() bool          { return c.queue }
+func (c *Config) HandOffNotices() bool { return c.handOffNotices }
 
 // Inline reports whether the backend's Info says Inline: its calls never wait
 // on I/O, so lease actors make them themselves.
 func (c *Config) Inline() bool { return c.info.Inline }
 
-// Notifications reports whether the backend announces releases now;
-// HandOffs whether this Manager's hand-off notices are watched now.
-func (c *Config) Notifications() bool { return c.notifications.Load() }
-func (c *Config) HandOffs() bool      { return c.handOffs.Load() }
+// ReleasesWatched reports whether the backend's release announcements are
+// watched now; HandOffsWatched whether this Manager's hand-off notices are.
+func (c *Config) ReleasesWatched() bool { return c.releasesWatched.Load() }
+func (c *Config) HandOffsWatched() bool { return c.handOffsWatched.Load() }
 
 // PickupWindow is the pickup window of a lease of ttl.
-func (c *Config) PickupWindow(ttl time.Duration) time.Duration { return c.pickup(ttl) }
+func (c *Config) PickupWindow(ttl time.Duration) time.Duration { return c.pickupWindow(ttl) }
 
 // NewAttempt returns a new acquire attempt identity.
 func (c *Config) NewAttempt() string { return c.newAttempt() }
