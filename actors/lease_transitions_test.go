@@ -25,10 +25,11 @@ import (
 func TestLeaseTransitions(t *testing.T) {
 	const ttl = 10 * time.Second
 	scenarios := []struct {
-		name string
-		rows []row
+		name  string
+		queue bool // the store keeps a waiter queue
+		rows  []row
 	}{
-		{"acquire, renew, release", []row{
+		{name: "acquire, renew, release", rows: []row{
 			{from: idle, event: acquire("a", 0), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: renew(5), replies: renewReplied(5, messages.ErrStale), to: acquiring},
 			{from: acquiring, event: answer(backend.OpAcquire, granted(5), nil), replies: acquired("a", 5), to: held},
@@ -43,7 +44,7 @@ func TestLeaseTransitions(t *testing.T) {
 			{from: releasing, event: answer(backend.OpRelease, backend.Grant{}, nil), replies: released(5, nil), to: idle},
 			{from: idle, event: release(5), replies: released(5, nil), to: idle},
 		}},
-		{"refused, polling, woken, lost at the deadline, release retried", []row{
+		{name: "refused, polling, woken, lost at the deadline, release retried", rows: []row{
 			{from: idle, event: acquire("a", time.Minute), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: answer(backend.OpAcquire, busy("other"), nil), to: polling},
 			{from: polling, event: acquire("b", 0), replies: refused("b", "other"), to: polling},
@@ -61,7 +62,7 @@ func TestLeaseTransitions(t *testing.T) {
 			{from: idle, event: advance(time.Second), calls: ops(backend.OpRelease), to: releasing},
 			{from: releasing, event: answer(backend.OpRelease, backend.Grant{}, nil), to: idle},
 		}},
-		{"Shutdown during an acquire that is granted", []row{
+		{name: "Shutdown during an acquire that is granted", rows: []row{
 			{from: idle, event: acquire("a", time.Minute), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: acquire("b", time.Minute), to: acquiring},
 			{from: acquiring, event: shutdown(), replies: acquireFailed("b", messages.ErrClosed), to: closingAcquiring},
@@ -74,12 +75,12 @@ func TestLeaseTransitions(t *testing.T) {
 			{from: closed, event: release(9), replies: released(9, nil), to: closed},
 			{from: closed, event: shutdown(), to: closed},
 		}},
-		{"Shutdown during an acquire that is refused", []row{
+		{name: "Shutdown during an acquire that is refused", rows: []row{
 			{from: idle, event: acquire("a", time.Minute), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: shutdown(), to: closingAcquiring},
 			{from: closingAcquiring, event: answer(backend.OpAcquire, busy("other"), nil), replies: acquireFailed("a", messages.ErrClosed), to: closed},
 		}},
-		{"Shutdown while held and while renewing", []row{
+		{name: "Shutdown while held and while renewing", rows: []row{
 			{from: idle, event: acquire("a", 0), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: answer(backend.OpAcquire, granted(3), nil), replies: acquired("a", 3), to: held},
 			{from: held, event: renew(3), calls: ops(backend.OpRenew), to: renewing},
@@ -87,31 +88,38 @@ func TestLeaseTransitions(t *testing.T) {
 			{from: closingReleasing, event: answer(backend.OpRelease, backend.Grant{}, nil), to: closed},
 			{from: closed, event: answer(backend.OpRenew, granted(3), nil), to: closed}, // the renewal's answer is stale
 		}},
-		{"Shutdown while held, with a waiter", []row{
+		{name: "Shutdown while held, with a waiter", rows: []row{
 			{from: idle, event: acquire("a", 0), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: answer(backend.OpAcquire, granted(4), nil), replies: acquired("a", 4), to: held},
 			{from: held, event: acquire("b", time.Minute), to: held}, // waits behind the holding
 			{from: held, event: shutdown(), calls: ops(backend.OpRelease), replies: acquireFailed("b", messages.ErrClosed), to: closingReleasing},
 			{from: closingReleasing, event: answer(backend.OpRelease, backend.Grant{}, errors.New("store down")), to: closed}, // left to the TTL
 		}},
-		{"Shutdown while polling", []row{
+		{name: "Shutdown while polling", rows: []row{
 			{from: idle, event: acquire("a", time.Minute), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: answer(backend.OpAcquire, busy("other"), nil), to: polling},
 			{from: polling, event: shutdown(), replies: acquireFailed("a", messages.ErrClosed), to: closed},
 			{from: closed, event: advance(time.Minute), to: closed}, // no poll
 		}},
-		{"Shutdown while idle, and during a caller's release", []row{
+		{name: "Shutdown while idle, and during a caller's release", rows: []row{
 			{from: idle, event: acquire("a", 0), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: answer(backend.OpAcquire, granted(2), nil), replies: acquired("a", 2), to: held},
 			{from: held, event: release(2), calls: ops(backend.OpRelease), to: releasing},
 			{from: releasing, event: shutdown(), to: closingReleasing},
 			{from: closingReleasing, event: answer(backend.OpRelease, backend.Grant{}, nil), replies: released(2, nil), to: closed},
 		}},
-		{"Shutdown while idle", []row{
+		{name: "Shutdown while idle", rows: []row{
 			{from: idle, event: release(1), replies: released(1, nil), to: idle},
 			{from: idle, event: shutdown(), to: closed},
 		}},
-		{"wait timeouts", []row{
+		{name: "a waiter that gives up while its acquire is in flight leaves the store's queue when it is answered", queue: true, rows: []row{
+			{from: idle, event: acquire("a", time.Minute), calls: ops(backend.OpAcquire), to: acquiring},
+			{from: acquiring, event: giveUp("a"), to: acquiring}, // its attempt in flight decides
+			{from: acquiring, event: answer(backend.OpAcquire, queuedBehind("other"), nil), calls: ops(backend.OpRelease), replies: acquireFailed("a", context.Canceled), to: releasing},
+			{from: releasing, event: answer(backend.OpRelease, backend.Grant{}, nil), to: idle},
+			{from: idle, event: advance(time.Minute), to: idle}, // no poll
+		}},
+		{name: "wait timeouts", rows: []row{
 			{from: idle, event: acquire("a", 2*time.Second), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: acquire("b", time.Second), to: acquiring},
 			{from: acquiring, event: advance(time.Second), replies: refused("b", ""), to: acquiring},
@@ -125,7 +133,7 @@ func TestLeaseTransitions(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			r := newLeaseRig(t)
+			r := newLeaseRig(t, sc.queue)
 			for i, rw := range sc.rows {
 				if err := r.run(rw); err != nil {
 					t.Fatalf("row %d (%v, %s): %v", i, rw.from, rw.event.name, err)
@@ -163,8 +171,22 @@ func acquire(who string, wait time.Duration) event {
 	return event{"Acquire " + who, func(r *leaseRig) error {
 		reply := make(chan messages.AcquireReply, 1)
 		r.acquires[who] = reply
+		r.tickets[who] = new(lease.Ticket)
 		r.send(&messages.Acquire{Name: r.key, Key: r.key, TTL: 10 * time.Second, Wait: wait,
-			Ctx: context.Background(), Ticket: new(lease.Ticket), Reply: reply})
+			Ctx: context.Background(), Ticket: r.tickets[who], Reply: reply})
+		return nil
+	}}
+}
+
+// giveUp does what Acquire does when its caller's context ends: it abandons
+// the ticket and sends CancelWait.
+func giveUp(who string) event {
+	return event{"give up " + who, func(r *leaseRig) error {
+		t := r.tickets[who]
+		if !t.Abandon() {
+			return fmt.Errorf("%s's ticket was claimed already", who)
+		}
+		r.send(&messages.CancelWait{Key: r.key, Ticket: t})
 		return nil
 	}}
 }
@@ -230,6 +252,11 @@ func granted(token uint64) backend.Grant {
 }
 
 func busy(holder string) backend.Grant { return backend.Grant{Holder: holder, HolderToken: 1} }
+
+// queuedBehind is a refusal that queued the attempt on the store.
+func queuedBehind(holder string) backend.Grant {
+	return backend.Grant{Holder: holder, HolderToken: 1, HolderExpiresIn: time.Minute, Queued: true}
+}
 
 func busyFor(holder string, left time.Duration) backend.Grant {
 	return backend.Grant{Holder: holder, HolderToken: 1, HolderExpiresIn: left}
@@ -319,14 +346,16 @@ type leaseRig struct {
 	e        *Engine
 	inFlight []*scriptCall
 	acquires map[string]chan messages.AcquireReply
+	tickets  map[string]*lease.Ticket
 	renews   map[uint64][]chan error
 	releases map[uint64]chan error
 	stopped  bool
 }
 
-func newLeaseRig(t *testing.T) *leaseRig {
+func newLeaseRig(t *testing.T, queue bool) *leaseRig {
 	r := &leaseRig{t: t, key: "k", clock: engine.NewFakeClock(), b: &scriptedBackend{calls: make(chan *scriptCall, 64)},
-		acquires: map[string]chan messages.AcquireReply{}, renews: map[uint64][]chan error{}, releases: map[uint64]chan error{}}
+		acquires: map[string]chan messages.AcquireReply{}, tickets: map[string]*lease.Ticket{}, renews: map[uint64][]chan error{}, releases: map[uint64]chan error{}}
+	r.b.queue = queue
 	quiet := slog.New(slog.DiscardHandler)
 	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
@@ -440,6 +469,7 @@ func (r *leaseRig) acquireReply(who string) (messages.AcquireReply, error) {
 type scriptedBackend struct {
 	backend.Unsupported
 	calls chan *scriptCall
+	queue bool // Info.Queue
 }
 
 type scriptCall struct {
@@ -463,7 +493,9 @@ func (b *scriptedBackend) do(ctx context.Context, op backend.Op) (backend.Grant,
 	}
 }
 
-func (b *scriptedBackend) Info() backend.Info { return backend.Info{Name: "scripted"} }
+func (b *scriptedBackend) Info() backend.Info {
+	return backend.Info{Name: "scripted", Queue: b.queue}
+}
 func (b *scriptedBackend) Acquire(ctx context.Context, _ backend.AcquireRequest) (backend.Grant, error) {
 	return b.do(ctx, backend.OpAcquire)
 }

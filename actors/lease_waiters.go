@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -84,8 +85,8 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 			a.removeAt(0).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 			continue
 		}
-		if err := w.m.Ctx.Err(); err != nil || w.m.Ticket.Abandoned() {
-			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: err}
+		if w.m.Ticket.Abandoned() || w.m.Ctx.Err() != nil {
+			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: gaveUp(w.m.Ctx)}
 			continue
 		}
 		if w.attempt == "" {
@@ -144,6 +145,12 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		a.answerObservers(a.busy.reply())
 		if shut { // no poll
 			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
+			return
+		}
+		if m.Ticket.Abandoned() || m.Ctx.Err() != nil {
+			// The caller gave up while this attempt was in flight: leave the
+			// store's queue now rather than at a poll that may be a TTL away.
+			a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: gaveUp(m.Ctx)}
 			return
 		}
 		if m.Wait == 0 || (!w.deadline.IsZero() && !a.cfg.Time().Now().Before(w.deadline)) {
@@ -299,4 +306,13 @@ func (a *leaseActor) removeAt(i int) *waiter {
 		a.waiters = nil // let a long queue's array go
 	}
 	return w
+}
+
+// gaveUp is the answer to a waiter whose caller gave up: its context's error,
+// or context.Canceled when the caller abandoned its ticket first.
+func gaveUp(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.Canceled
 }

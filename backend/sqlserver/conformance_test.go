@@ -29,6 +29,7 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
 		return b
 	}
 	o := realServerOptions(t, db)
@@ -38,6 +39,7 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
 		return b, blackhole
 	}
 	backendtest.RunWith(t, o, newBackend)
@@ -127,6 +129,7 @@ func TestConformanceWithReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
 		return b
 	}
 	o := realServerOptions(t, db)
