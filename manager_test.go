@@ -352,7 +352,10 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 		t.Skip("allocates 20,000 leases")
 	}
 	b := memory.New()
-	m, err := leasehold.New(b)
+	// A system of the test's own, so that it can watch the lease actors.
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	m, err := leasehold.New(b, leasehold.WithActorSystem(sys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +368,15 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 	const n = 10000
-	round := func(r int, limit int64) int64 {
+	// round holds n leases and releases them; the channel it returns is
+	// closed once every actor they added has stopped (an idle lease actor
+	// retires a while after its release), and with it what they held.
+	round := func(r int) (int64, <-chan struct{}) {
 		before := heapInUse()
+		old := map[string]bool{}
+		for _, id := range actorIDs(sys) {
+			old[id] = true
+		}
 		ls := make([]*leasehold.Lease, 0, n)
 		for i := range n {
 			l, err := m.Acquire(ctx, fmt.Sprint("round-", r, "-", i), leasehold.WithTTL(time.Minute))
@@ -376,32 +386,34 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 			ls = append(ls, l)
 		}
 		t.Logf("round %d: heap per held lease %d bytes", r, (int64(heapInUse())-int64(before))/n)
+		stopped := watchAll(sys, slices.DeleteFunc(actorIDs(sys), func(id string) bool {
+			return old[id] || strings.HasPrefix(id, "guardian")
+		}))
 		for _, l := range ls {
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		ls = nil
-		return int64(before)
+		return int64(before), stopped
 	}
-	settle := func(base, limit int64, what string) int64 {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			after := int64(heapInUse())
-			if after-base <= limit {
-				t.Logf("%s: %+d bytes", what, after-base)
-				return after
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: heap %d bytes over, more than %d", what, after-base, limit)
-			}
-			time.Sleep(100 * time.Millisecond)
+	settle := func(stopped <-chan struct{}, base, limit int64, what string) int64 {
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the released leases' actors still run", what)
 		}
+		after := int64(heapInUse())
+		if after-base > limit {
+			t.Fatalf("%s: heap %d bytes over, more than %d", what, after-base, limit)
+		}
+		t.Logf("%s: %+d bytes", what, after-base)
+		return after
 	}
-	before := round(1, 0)
-	after1 := settle(before, 512*n, "after releasing round 1, against the baseline")
-	round(2, 0)
-	settle(after1, 300*n, "after releasing round 2, against round 1")
+	before, stopped := round(1)
+	after1 := settle(stopped, before, 512*n, "after releasing round 1, against the baseline")
+	_, stopped = round(2)
+	settle(stopped, after1, 300*n, "after releasing round 2, against round 1")
 	if b.Len() != 0 {
 		t.Errorf("backend still holds %d leases", b.Len())
 	}
