@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,42 @@ func liveActors(sys *actor.ActorSystem) int {
 	return n
 }
 
+// actorIDs lists the IDs of the actors in sys.
+func actorIDs(sys *actor.ActorSystem) []string {
+	var ids []string
+	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		ids = append(ids, bucket.Keys()...)
+	}
+	return ids
+}
+
+// watchAll watches the actors ids of sys and closes the channel it returns
+// once every one has stopped, when its watcher stops too (an actor of sys
+// itself, gone from the registry by then).
+func watchAll(sys *actor.ActorSystem, ids []string) <-chan struct{} {
+	done := make(chan struct{})
+	left := len(ids)
+	var self *actor.PID
+	self = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *actor.Started:
+			for _, id := range ids {
+				c.Watch(actor.NewPID(sys.Address(), id))
+			}
+			if left == 0 {
+				c.Stop(self)
+			}
+		case *actor.Terminated:
+			if left--; left == 0 {
+				c.Stop(self)
+			}
+		case *actor.Stopped:
+			close(done)
+		}
+	}))
+	return done
+}
+
 func TestIdleLeaseActorsStop(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	base := liveActors(sys)
@@ -120,6 +157,13 @@ func TestIdleLeaseActorsStop(t *testing.T) {
 	ctx := context.Background()
 	const managerActors = 3 // registry, backend actor, event hub
 	withManager := base + managerActors
+	// Lease actors are supervised by one guardian per system, a process
+	// (no goroutine, no mailbox) that protoactor never removes.
+	const guardian = 1
+	before := map[string]bool{}
+	for _, id := range actorIDs(sys) {
+		before[id] = true
+	}
 	var ls []*leasehold.Lease
 	for i := range 100 {
 		l, err := m.Acquire(ctx, fmt.Sprintf("n%d", i))
@@ -131,20 +175,24 @@ func TestIdleLeaseActorsStop(t *testing.T) {
 	if n := liveActors(sys); n < withManager+100 {
 		t.Fatalf("%d actors with 100 leases, want at least %d", n, withManager+100)
 	}
+	// Every actor the leases added (but the guardian) is watched:
+	// protoactor removes a stopped actor from its registry before it tells
+	// the watchers.
+	stopped := watchAll(sys, slices.DeleteFunc(actorIDs(sys), func(id string) bool {
+		return before[id] || strings.HasPrefix(id, "guardian")
+	}))
 	for _, l := range ls {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Lease actors are supervised by one guardian per system, a process
-	// (no goroutine, no mailbox) that protoactor never removes.
-	const guardian = 1
-	deadline := time.Now().Add(5 * time.Second)
-	for liveActors(sys) != withManager+guardian {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d actors after releasing everything, want %d", liveActors(sys), withManager+guardian)
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%d actors after releasing everything, want %d", liveActors(sys), withManager+guardian)
+	}
+	if n := liveActors(sys); n != withManager+guardian {
+		t.Fatalf("%d actors after releasing everything, want %d", n, withManager+guardian)
 	}
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -161,6 +209,8 @@ func TestSubscriptionCountsDrops(t *testing.T) {
 	m, _ := newManager(t)
 	sub := m.Subscribe(1)
 	defer sub.Close()
+	probe := m.Subscribe(3)
+	defer probe.Close()
 	ctx := context.Background()
 	var ls []*leasehold.Lease
 	for i := range 3 {
@@ -173,12 +223,27 @@ func TestSubscriptionCountsDrops(t *testing.T) {
 	for _, l := range ls {
 		<-l.Lost()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for sub.Dropped() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Dropped() = %d, want 2", sub.Dropped())
+	// The hub hands each event to every subscriber in one step, and handles
+	// probe's Close after the steps before it: once probe has had the third
+	// event and its channel is closed, sub has been offered all three.
+	for i := range 3 {
+		select {
+		case <-probe.Events():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the probe had %d of the 3 events", i)
 		}
-		time.Sleep(time.Millisecond)
+	}
+	probe.Close()
+	select {
+	case ev, ok := <-probe.Events():
+		if ok {
+			t.Fatalf("a fourth event: %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the probe's events not closed after its Close")
+	}
+	if n := sub.Dropped(); n != 2 {
+		t.Fatalf("Dropped() = %d, want 2", n)
 	}
 	if ev := <-sub.Events(); !errors.Is(ev.Err, leasehold.ErrLost) || ev.Reason != leasehold.ReasonExpired || ev.Reason.String() != "expired" {
 		t.Errorf("event %+v", ev)
@@ -287,7 +352,10 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 		t.Skip("allocates 20,000 leases")
 	}
 	b := memory.New()
-	m, err := leasehold.New(b)
+	// A system of the test's own, so that it can watch the lease actors.
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	m, err := leasehold.New(b, leasehold.WithActorSystem(sys))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,8 +368,15 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 	const n = 10000
-	round := func(r int, limit int64) int64 {
+	// round holds n leases and releases them; the channel it returns is
+	// closed once every actor they added has stopped (an idle lease actor
+	// retires a while after its release), and with it what they held.
+	round := func(r int) (int64, <-chan struct{}) {
 		before := heapInUse()
+		old := map[string]bool{}
+		for _, id := range actorIDs(sys) {
+			old[id] = true
+		}
 		ls := make([]*leasehold.Lease, 0, n)
 		for i := range n {
 			l, err := m.Acquire(ctx, fmt.Sprint("round-", r, "-", i), leasehold.WithTTL(time.Minute))
@@ -311,32 +386,34 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 			ls = append(ls, l)
 		}
 		t.Logf("round %d: heap per held lease %d bytes", r, (int64(heapInUse())-int64(before))/n)
+		stopped := watchAll(sys, slices.DeleteFunc(actorIDs(sys), func(id string) bool {
+			return old[id] || strings.HasPrefix(id, "guardian")
+		}))
 		for _, l := range ls {
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		ls = nil
-		return int64(before)
+		return int64(before), stopped
 	}
-	settle := func(base, limit int64, what string) int64 {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			after := int64(heapInUse())
-			if after-base <= limit {
-				t.Logf("%s: %+d bytes", what, after-base)
-				return after
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: heap %d bytes over, more than %d", what, after-base, limit)
-			}
-			time.Sleep(100 * time.Millisecond)
+	settle := func(stopped <-chan struct{}, base, limit int64, what string) int64 {
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the released leases' actors still run", what)
 		}
+		after := int64(heapInUse())
+		if after-base > limit {
+			t.Fatalf("%s: heap %d bytes over, more than %d", what, after-base, limit)
+		}
+		t.Logf("%s: %+d bytes", what, after-base)
+		return after
 	}
-	before := round(1, 0)
-	after1 := settle(before, 512*n, "after releasing round 1, against the baseline")
-	round(2, 0)
-	settle(after1, 300*n, "after releasing round 2, against round 1")
+	before, stopped := round(1)
+	after1 := settle(stopped, before, 512*n, "after releasing round 1, against the baseline")
+	_, stopped = round(2)
+	settle(stopped, after1, 300*n, "after releasing round 2, against round 1")
 	if b.Len() != 0 {
 		t.Errorf("backend still holds %d leases", b.Len())
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
 	"go.opentelemetry.io/otel/attribute"
@@ -150,7 +151,8 @@ func containsValue(encoded, v string) bool {
 // the backend answers; ErrClosed after Close.
 func TestHealthCheck(t *testing.T) {
 	f, b := backendtest.Wrap(memory.New())
-	m, err := leasehold.New(b)
+	w := &renewWatch{Backend: b, started: make(chan struct{}, 1)}
+	m, err := leasehold.New(w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,19 +165,25 @@ func TestHealthCheck(t *testing.T) {
 		t.Fatalf("healthy Manager: %v", err)
 	}
 	f.FailRenew.Store(true)
+	// What HealthCheck reads changes only as a renewal's answer is applied,
+	// and the lease actor schedules the next renewal after that: every
+	// change is followed by a renewal call (renewWatch.started).
 	var herr error
-	for deadline := time.Now().Add(5 * time.Second); herr == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := time.Now().Add(5 * time.Second); herr == nil; herr = m.HealthCheck() {
+		select {
+		case <-w.started:
+		case <-time.After(time.Until(deadline)):
 			t.Fatal("HealthCheck still nil with renewals failing")
 		}
-		herr = m.HealthCheck()
 	}
 	if !errors.Is(herr, leasehold.ErrUnhealthy) || !errors.Is(herr, backendtest.ErrInjected) {
 		t.Errorf("HealthCheck = %v, want ErrUnhealthy naming the backend's failure", herr)
 	}
 	f.FailRenew.Store(false)
-	for deadline := time.Now().Add(5 * time.Second); m.HealthCheck() != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := time.Now().Add(5 * time.Second); m.HealthCheck() != nil; {
+		select {
+		case <-w.started:
+		case <-time.After(time.Until(deadline)):
 			t.Fatalf("still unhealthy after the backend recovered: %v", m.HealthCheck())
 		}
 	}
@@ -186,4 +194,42 @@ func TestHealthCheck(t *testing.T) {
 	if err := m.HealthCheck(); !errors.Is(err, leasehold.ErrClosed) {
 		t.Errorf("HealthCheck after Close = %v", err)
 	}
+}
+
+// renewWatch passes every call to Backend and tells, on started (without
+// blocking: one pending tick is enough), that a renewal call has begun. A
+// lease actor hands the renewer its next renewal only once it has applied
+// the answer to the last one (and the backend actor has recorded the call's
+// outcome before that), so a renewal call that begins says that everything
+// before it has been applied.
+type renewWatch struct {
+	backend.Backend
+	started chan struct{}
+}
+
+func (w *renewWatch) tick() {
+	select {
+	case w.started <- struct{}{}:
+	default:
+	}
+}
+
+func (w *renewWatch) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
+	w.tick()
+	return w.Backend.Renew(ctx, r)
+}
+
+func (w *renewWatch) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]backend.RenewResult, error) {
+	w.tick()
+	return w.Backend.RenewBatch(ctx, rs)
+}
+
+func (w *renewWatch) Batch(ctx context.Context, calls []backend.Call) {
+	for _, c := range calls {
+		if c.Op == backend.OpRenew {
+			w.tick()
+			break
+		}
+	}
+	w.Backend.Batch(ctx, calls)
 }

@@ -126,7 +126,8 @@ func TestFrozenShardCostsOnlyItsOwnLeases(t *testing.T) {
 	for _, size := range []int{500, 1} {
 		t.Run("batches of "+strconv.Itoa(size), func(t *testing.T) {
 			s := &shardedStore{mem: memory.New()}
-			m, err := leasehold.New(backend.Wrap(s, backend.Middleware{}), leasehold.WithRenewBatching(size, 0))
+			w := &renewWatch{Backend: backend.Wrap(s, backend.Middleware{}), started: make(chan struct{}, 1)}
+			m, err := leasehold.New(w, leasehold.WithRenewBatching(size, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,6 +166,9 @@ func TestFrozenShardCostsOnlyItsOwnLeases(t *testing.T) {
 					t.Fatalf("%d of the frozen shard's 8 leases lost within %v", lost, 10*ttl)
 				}
 			}
+			// A lease's ExpiresAt moves only as a renewal's answer is
+			// applied, and a renewal call follows each (renewWatch): wait
+			// for those.
 			deadline := time.Now().Add(10 * ttl)
 			for name, l := range leases {
 				if name[:1] == "f" {
@@ -174,10 +178,14 @@ func TestFrozenShardCostsOnlyItsOwnLeases(t *testing.T) {
 					if err := l.Err(); err != nil {
 						t.Fatalf("%q, on the live shard: %v", name, err)
 					}
-					if time.Now().After(deadline) {
+					select {
+					case <-w.started:
+					case <-time.After(time.Until(deadline)):
+						if err := l.Err(); err != nil {
+							t.Fatalf("%q, on the live shard: %v", name, err)
+						}
 						t.Fatalf("%q, on the live shard, was not renewed past %v", name, frozenAt[name].Add(ttl))
 					}
-					time.Sleep(10 * time.Millisecond) // renewals send no signal to the holder's caller
 				}
 			}
 		})

@@ -17,7 +17,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Holder, bool
 	s := b.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := b.now()
 	e := s.leases[key]
 	if e == nil || !now.Before(e.expires) {
 		return backend.Holder{}, false, nil
@@ -30,7 +30,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holde
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := b.now()
 	var hs []backend.Holder
 	for i := range b.shards {
 		s := &b.shards[i]
@@ -58,7 +58,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	}
 	s := b.shard(key)
 	s.mu.Lock()
-	now := time.Now()
+	now := b.now()
 	e := s.leases[key]
 	if e == nil || !now.Before(e.expires) || (token != 0 && e.token != token) {
 		s.mu.Unlock()

@@ -34,6 +34,9 @@ type Backend struct {
 	// per key (a key's calls are serialized by its shard's lock).
 	lastTok atomic.Uint64
 
+	// now is the store's clock (WithClock).
+	now func() time.Time
+
 	wmu      sync.Mutex
 	watchers map[int]func(string)
 	handoffs map[string]map[int]func(backend.HandOff) // by address
@@ -60,9 +63,28 @@ type entry struct {
 
 var _ backend.Backend = (*Backend)(nil)
 
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithClock sets the store's clock, which decides every expiry (default
+// time.Now). A test can move it on to expire holdings without waiting for
+// them; it must never go back.
+func WithClock(now func() time.Time) Option {
+	return func(b *Backend) {
+		if now != nil {
+			b.now = now
+		}
+	}
+}
+
 // New returns an empty store.
-func New() *Backend {
-	b := &Backend{seed: maphash.MakeSeed(), watchers: map[int]func(string){}, handoffs: map[string]map[int]func(backend.HandOff){}}
+func New(opts ...Option) *Backend {
+	b := &Backend{seed: maphash.MakeSeed(), now: time.Now, watchers: map[int]func(string){}, handoffs: map[string]map[int]func(backend.HandOff){}}
+	for _, o := range opts {
+		if o != nil {
+			o(b)
+		}
+	}
 	for i := range b.shards {
 		b.shards[i].leases = map[string]*entry{}
 		b.shards[i].queues = map[string]*waitQueue{}
@@ -87,7 +109,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
-	now := time.Now()
+	now := b.now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,7 +143,7 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
-	now := time.Now()
+	now := b.now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -134,7 +156,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		return nil, err
 	}
 	out := make([]backend.RenewResult, len(rs))
-	now := time.Now()
+	now := b.now()
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			out[i].Err = err
@@ -163,7 +185,7 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := check(ctx, r.Validate()); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := b.now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
 	e := s.leases[r.Key]
@@ -234,7 +256,7 @@ func (b *Backend) WatchReleases(ctx context.Context, fn func(key string)) error 
 // Len reports how many unexpired leases the store holds (for tests and
 // memory measurements).
 func (b *Backend) Len() int {
-	now, n := time.Now(), 0
+	now, n := b.now(), 0
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()

@@ -168,9 +168,22 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 		}
 	}
 	stop := make(chan struct{})
+	stopBob := sync.OnceFunc(func() { close(stop) })
+	defer func() { stopBob(); wg.Wait() }() // also when the test fails
 	var bobGranted atomic.Int64
 	bobHolds := make([]atomic.Bool, len(names))
 	var passes atomic.Int64
+	passed := make(chan struct{}, 1) // a pass ended (one pending is enough)
+	awaitPasses := func(n int64) {
+		t.Helper()
+		for passes.Load() < n {
+			select {
+			case <-passed:
+			case <-ctx.Done():
+				t.Fatalf("bob made %d passes, want %d", passes.Load(), n)
+			}
+		}
+	}
 	for w := range 2 {
 		wg.Add(1)
 		go func() {
@@ -194,13 +207,15 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 					}
 				}
 				passes.Add(1)
+				select {
+				case passed <- struct{}{}:
+				default:
+				}
 			}
 		}()
 	}
 	// One full pass before the failover: bob gets nothing while alice holds.
-	for passes.Load() < 2 {
-		time.Sleep(10 * time.Millisecond) // bob's progress sends no signal
-	}
+	awaitPasses(2)
 	if n := bobGranted.Load(); n != 0 {
 		t.Errorf("bob was granted %d names before any failover", n)
 	}
@@ -213,10 +228,8 @@ func (f failoverRun) run(t *testing.T) failoverResult {
 	// ones must have been reported to alice before bob got them.
 	served := passes.Load()
 	time.Sleep(failoverTTL) // the time itself is under test: expiries send no signal
-	for p := passes.Load(); passes.Load() < max(p+2, served+2); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	close(stop)
+	awaitPasses(max(passes.Load()+2, served+2))
+	stopBob()
 	wg.Wait()
 
 	res := failoverResult{bobGranted: int(bobGranted.Load())}

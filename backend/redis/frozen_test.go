@@ -35,7 +35,8 @@ func TestClusterFrozenMasterCostsOnlyItsOwnLeases(t *testing.T) {
 	c, b := startFrozenCluster(t)
 	ctx := ctxT(t)
 	cc := b.client.(*goredis.ClusterClient)
-	m := newManager(t, b, "alice")
+	calls := signalCalls(b)
+	m := newManager(t, calls, "alice")
 	sub := m.Subscribe(256)
 	defer sub.Close()
 
@@ -76,7 +77,8 @@ func TestClusterFrozenMasterCostsOnlyItsOwnLeases(t *testing.T) {
 		}
 	}
 	// By now every lease on a live master has outlived the expiry it had
-	// when the master froze: it was renewed since.
+	// when the master froze: it was renewed since. (Its ExpiresAt changes
+	// only before a renewal round trip begins: callSignals.renewing.)
 	deadline := time.Now().Add(4 * ttl)
 	for name, l := range leases {
 		if onVictim[name] {
@@ -86,10 +88,14 @@ func TestClusterFrozenMasterCostsOnlyItsOwnLeases(t *testing.T) {
 			if err := l.Err(); err != nil {
 				t.Fatalf("%q, on a live master: %v", name, err)
 			}
-			if time.Now().After(deadline) {
+			select {
+			case <-calls.renewing:
+			case <-time.After(time.Until(deadline)):
+				if err := l.Err(); err != nil {
+					t.Fatalf("%q, on a live master: %v", name, err)
+				}
 				t.Fatalf("%q, on a live master, was not renewed past %v", name, frozenAt[name].Add(ttl))
 			}
-			time.Sleep(20 * time.Millisecond) // renewals send no signal to the holder's caller
 		}
 	}
 	select {

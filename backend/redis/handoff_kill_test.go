@@ -69,7 +69,8 @@ func TestKilledWaiterDelaysOthersAtMostItsPickupWindow(t *testing.T) {
 
 	// The waiter behind it, in this process.
 	const pickup = 300 * time.Millisecond
-	waiter := newManager(t, b, "waiter", leasehold.WithPickupWindow(pickup))
+	w := signalCalls(b)
+	waiter := newManager(t, w, "waiter", leasehold.WithPickupWindow(pickup))
 	got := make(chan error, 1)
 	var l2 *leasehold.Lease
 	go func() {
@@ -77,7 +78,14 @@ func TestKilledWaiterDelaysOthersAtMostItsPickupWindow(t *testing.T) {
 		l2, err = waiter.Acquire(ctxT(t), "job", leasehold.WithWait(leasehold.WaitForever))
 		got <- err
 	}()
-	waitQueued(t, c, b, "job", 2)
+	select {
+	case <-w.queued:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was never queued")
+	}
+	if n, err := c.LLen(ctxT(t), b.keysOf("job")[2]).Result(); err != nil || n < 2 {
+		t.Fatalf("queue of %q has %d entries (%v), want 2", "job", n, err)
+	}
 
 	if err := child.Process.Kill(); err != nil { // kill -9
 		t.Fatal(err)
@@ -102,22 +110,6 @@ func TestKilledWaiterDelaysOthersAtMostItsPickupWindow(t *testing.T) {
 	}
 }
 
-// waitQueued waits until key's queue holds n entries.
-func waitQueued(t *testing.T, c goredis.UniversalClient, b *Backend, key string, n int64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := c.LLen(ctxT(t), b.keysOf(key)[2]).Result()
-		if err == nil && got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue of %q has %d entries (%v), want %d", key, got, err, n)
-		}
-		time.Sleep(5 * time.Millisecond) // the queue has no signal to await
-	}
-}
-
 // TestKilledWaiterChild is the waiting process of the test above (skipped
 // unless it runs as that child): it waits for "job" with a short pickup
 // window, prints "queued" once the store has queued it, and waits until it
@@ -134,14 +126,17 @@ func TestKilledWaiterChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAtEnd(t, b)
-	f, wrapped := backendtest.Wrap(b)
-	m, err := leasehold.New(wrapped, leasehold.WithOwner("doomed"), leasehold.WithPickupWindow(300*time.Millisecond))
+	_, wrapped := backendtest.Wrap(b) // each call on its own, as before
+	w := signalCalls(wrapped)
+	m, err := leasehold.New(w, leasehold.WithOwner("doomed"), leasehold.WithPickupWindow(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = m.Acquire(context.Background(), "job", leasehold.WithWait(leasehold.WaitForever)) }()
-	for f.Queued.Load() == 0 {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-w.queued:
+	case <-time.After(20 * time.Second):
+		t.Fatal("never queued")
 	}
 	fmt.Println("queued")
 	select {} // until kill -9

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/redis/internal/redistest"
 )
 
 // newManager starts a Manager on b, closed when the test ends.
-func newManager(t *testing.T, b *Backend, owner string, opts ...leasehold.Option) *leasehold.Manager {
+func newManager(t *testing.T, b backend.Backend, owner string, opts ...leasehold.Option) *leasehold.Manager {
 	t.Helper()
 	m, err := leasehold.New(b, append([]leasehold.Option{leasehold.WithOwner(owner)}, opts...)...)
 	if err != nil {

@@ -286,7 +286,9 @@ func TestWatchHandOffsRefuses(t *testing.T) {
 // that a queue whose waiters all died vanishes; a queue that drains is
 // deleted at once.
 func TestQueueKeysExpire(t *testing.T) {
-	c := redistest.Client(t)
+	// A server of its own, which publishes the expiries of its keys.
+	s := redistest.Start(t, "--notify-keyspace-events", "Kx")
+	c := redistest.NewClient(t, s.Addr())
 	b := newTestBackend(t, c)
 	ctx := ctxT(t)
 	const entryTTL = 300 * time.Millisecond
@@ -303,13 +305,29 @@ func TestQueueKeysExpire(t *testing.T) {
 	if n := c.HLen(ctx, ek).Val(); n != 4 { // two entries, "keys exp", "min exp"
 		t.Errorf("entries hash has %d fields, want 4: %v", n, c.HGetAll(ctx, ek).Val())
 	}
-	// Nobody polls any more: no signal but the server's clock.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Exists(ctx, qk, ek).Val() != 0 {
-		if time.Now().After(deadline) {
+	// Nobody polls any more: the server's clock expires the keys, and the
+	// server says so on their keyspace channels (one SUBSCRIBE: both are
+	// subscribed once it is confirmed; an expiry before that, Exists sees).
+	ps := c.Subscribe(ctx, "__keyspace@0__:"+qk, "__keyspace@0__:"+ek)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatalf("SUBSCRIBE: %v", err)
+	}
+	expired := ps.Channel()
+	deadline := time.After(10 * time.Second)
+	for {
+		n, err := c.Exists(ctx, qk, ek).Result()
+		if err != nil {
+			t.Fatalf("EXISTS: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-expired:
+		case <-deadline:
 			t.Fatal("the abandoned queue's keys never expired")
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	// The holding is not the queue's: it is still there, and its release
 	// (it was marked) frees the name.

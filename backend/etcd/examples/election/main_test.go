@@ -15,16 +15,38 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer is an output two goroutines can write.
+// syncBuffer is an output two goroutines can write; Wrote ticks after each
+// write (one pending tick is enough).
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	select {
+	case s.ticks() <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// Wrote ticks after a write.
+func (s *syncBuffer) Wrote() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ticks()
+}
+
+// ticks is wrote, made on first use (s.mu held).
+func (s *syncBuffer) ticks() chan struct{} {
+	if s.wrote == nil {
+		s.wrote = make(chan struct{}, 1)
+	}
+	return s.wrote
 }
 
 func (s *syncBuffer) String() string {
@@ -68,9 +90,10 @@ func waitFor(t *testing.T, out *syncBuffer, what string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(out.String(), what) {
-		if time.Now().After(deadline) {
+		select {
+		case <-out.Wrote():
+		case <-time.After(time.Until(deadline)):
 			t.Fatalf("no %q in:\n%s", what, out.String())
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
