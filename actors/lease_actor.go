@@ -122,7 +122,7 @@ type stateQuery struct{ reply chan<- leaseState }
 func (a *leaseActor) dispatch(ctx actor.Context, msg any) {
 	switch a.state {
 	case idle, closing:
-		a.whileIdle(ctx, msg)
+		a.whileOpen(ctx, msg)
 	case acquiring:
 		a.whileAcquiring(ctx, msg)
 	case polling:
@@ -142,22 +142,30 @@ func (a *leaseActor) dispatch(ctx actor.Context, msg any) {
 	}
 }
 
-// whileIdle: nothing held, nothing in flight, nobody waiting. An Acquire
-// queues a waiter, whose acquire settle sends.
-func (a *leaseActor) whileIdle(ctx actor.Context, msg any) {
+// whileOpen is what every state before Shutdown accepts beside its own
+// messages, and all that idle accepts: waiters come and go, Shutdown comes,
+// the unconfirmed releases' retry tick; and Renew, StopRenewing and Release
+// of a holding that has ended (the states that hold handle them first).
+// idle (nothing held, nothing in flight, nobody waiting) has nothing else:
+// an Acquire queues a waiter, whose acquire settle sends.
+func (a *leaseActor) whileOpen(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *messages.Acquire:
 		a.onAcquire(m)
+	case *messages.CancelWait:
+		a.dropWaiter(m.Ticket, context.Canceled)
+	case *messages.WaitTimeout:
+		a.onWaitTimeout(m)
+	case *messages.Shutdown:
+		a.onShutdown(ctx)
+	case *messages.ReleaseRetryTick:
+		a.onReleaseRetryTick(m)
 	case *messages.Renew:
 		m.Reply <- messages.ErrStale
 	case *messages.StopRenewing:
 		m.Reply <- messages.ErrStale
 	case *messages.Release:
 		m.Reply <- nil // already ended: nothing to do, no backend call
-	case *messages.Shutdown:
-		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
-		a.onReleaseRetryTick(m)
 	}
 }
 
@@ -169,26 +177,12 @@ func (a *leaseActor) whileAcquiring(ctx actor.Context, msg any) {
 		if m.Op == backend.OpAcquire {
 			a.onAcquireResult(ctx, m)
 		}
-	case *messages.Acquire:
-		a.onAcquire(m)
-	case *messages.CancelWait:
-		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.WaitTimeout:
-		a.onWaitTimeout(m)
-	case *messages.Renew:
-		m.Reply <- messages.ErrStale
-	case *messages.StopRenewing:
-		m.Reply <- messages.ErrStale
-	case *messages.Release:
-		m.Reply <- nil
 	case *messages.ReleaseNotice:
 		a.wake() // a refusal is retried at once
 	case *messages.HandOffNotice:
 		a.onHandOff(ctx, m.HandOff) // the acquire picks it up
-	case *messages.Shutdown:
-		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
-		a.onReleaseRetryTick(m)
+	default:
+		a.whileOpen(ctx, msg)
 	}
 }
 
@@ -204,22 +198,8 @@ func (a *leaseActor) whilePolling(ctx actor.Context, msg any) {
 		a.wake()
 	case *messages.HandOffNotice:
 		a.onHandOff(ctx, m.HandOff)
-	case *messages.Acquire:
-		a.onAcquire(m)
-	case *messages.CancelWait:
-		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.WaitTimeout:
-		a.onWaitTimeout(m)
-	case *messages.Renew:
-		m.Reply <- messages.ErrStale
-	case *messages.StopRenewing:
-		m.Reply <- messages.ErrStale
-	case *messages.Release:
-		m.Reply <- nil
-	case *messages.Shutdown:
-		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
-		a.onReleaseRetryTick(m)
+	default:
+		a.whileOpen(ctx, msg)
 	}
 }
 
@@ -242,16 +222,8 @@ func (a *leaseActor) whileHeld(ctx actor.Context, msg any) {
 		if a.clock.Fired(a.holdA, m.Gen) {
 			a.onHoldTick(ctx)
 		}
-	case *messages.Acquire:
-		a.onAcquire(m)
-	case *messages.CancelWait:
-		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.WaitTimeout:
-		a.onWaitTimeout(m)
-	case *messages.Shutdown:
-		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
-		a.onReleaseRetryTick(m)
+	default:
+		a.whileOpen(ctx, msg)
 	}
 }
 
@@ -273,16 +245,8 @@ func (a *leaseActor) whileRenewing(ctx actor.Context, msg any) {
 		if a.clock.Fired(a.holdA, m.Gen) {
 			a.onHoldTick(ctx)
 		}
-	case *messages.Acquire:
-		a.onAcquire(m)
-	case *messages.CancelWait:
-		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.WaitTimeout:
-		a.onWaitTimeout(m)
-	case *messages.Shutdown:
-		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
-		a.onReleaseRetryTick(m)
+	default:
+		a.whileOpen(ctx, msg)
 	}
 }
 
@@ -294,24 +258,10 @@ func (a *leaseActor) whileReleasing(ctx actor.Context, msg any) {
 		if m.Op == backend.OpRelease {
 			a.onReleaseResult(m)
 		}
-	case *messages.Acquire:
-		a.onAcquire(m)
-	case *messages.CancelWait:
-		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.WaitTimeout:
-		a.onWaitTimeout(m)
 	case *messages.HandOffNotice:
 		a.onHandOff(ctx, m.HandOff) // the head's next acquire picks it up
-	case *messages.Renew:
-		m.Reply <- messages.ErrStale
-	case *messages.StopRenewing:
-		m.Reply <- messages.ErrStale
-	case *messages.Release:
-		m.Reply <- nil
-	case *messages.Shutdown:
-		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
-		a.onReleaseRetryTick(m)
+	default:
+		a.whileOpen(ctx, msg)
 	}
 }
 
