@@ -199,7 +199,10 @@ func stressOp(rng *rand.Rand, m *leasehold.Manager, name string, tr *tracker) {
 		return
 	}
 	tr.granted(l)
-	time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // the work
+	select { // the work, which stops when the lease is lost, as a user's must
+	case <-time.After(time.Duration(rng.IntN(3000)) * time.Microsecond):
+	case <-l.Lost():
+	}
 	tiny := func() (context.Context, context.CancelFunc) {
 		switch rng.IntN(3) {
 		case 0:

@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -43,19 +44,19 @@ func benchRebalance(b *testing.B, n, m int) {
 		for i := range m - 1 {
 			g.join(i)
 		}
-		eventually(b, "the first members' shares", patience, g.fair)
+		poll.Until(b, "the first members' shares", patience, g.fair)
 
 		before := g.assigned.Load()
 		start := time.Now()
 		g.join(m - 1)
-		eventually(b, "the shares after a join", patience, g.fair)
+		poll.Until(b, "the shares after a join", patience, g.fair)
 		joinTook += time.Since(start)
 		joinMoves += g.assigned.Load() - before
 
 		before = g.assigned.Load()
 		start = time.Now()
 		g.kill(0)
-		eventually(b, "the shares after a death", patience, g.fair)
+		poll.Until(b, "the shares after a death", patience, g.fair)
 		deathTook += time.Since(start)
 		deathMoves += g.assigned.Load() - before
 		g.close()

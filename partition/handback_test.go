@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -40,7 +41,7 @@ func TestGraceLetsTheLeaseExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "node-a's callbacks started", patience, func() bool { mu.Lock(); defer mu.Unlock(); return len(aLeases) == 2 })
+	poll.Until(t, "node-a's callbacks started", patience, func() bool { mu.Lock(); defer mu.Unlock(); return len(aLeases) == 2 })
 
 	type start struct {
 		item   string
@@ -128,7 +129,7 @@ func TestLossOfALeaseIsRepaired(t *testing.T) {
 	if _, ok, err := store.Revoke(context.Background(), "g/members/node", 0); !ok || err != nil {
 		t.Fatalf("Revoke = %v, %v", ok, err)
 	}
-	eventually(t, "the membership taken again", patience, func() bool {
+	poll.Until(t, "the membership taken again", patience, func() bool {
 		ls, err := m.List(context.Background(), "g/members/")
 		return err == nil && len(ls) == 1 && ls[0].Token > members[0].Token && ls[0].Owner == "node"
 	})

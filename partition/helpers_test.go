@@ -15,20 +15,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // one fails rather than hangs.
 const patience = 30 * time.Second
 
-// eventually polls cond until it holds, for state that sends no signal (who
-// owns what across members); it fails the test after within.
-func eventually(t testing.TB, what string, within time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, not synchronisation: cond has no signal
-	}
-	return time.Since(start)
-}
-
 func await[T any](t testing.TB, what string, ch <-chan T) T {
 	t.Helper()
 	select {

@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -120,7 +121,7 @@ func TestJoinRejectsAnotherItemSet(t *testing.T) {
 		t.Fatalf("Join with the same items in another order: %v", err)
 	}
 	t.Cleanup(func() { _ = second.Leave(context.Background()) })
-	eventually(t, "5 items each", patience, func() bool { return len(first.Owned()) == 5 && len(second.Owned()) == 5 })
+	poll.Until(t, "5 items each", patience, func() bool { return len(first.Owned()) == 5 && len(second.Owned()) == 5 })
 }
 
 // A membership lease of another item set that got in anyway (it joined at
@@ -139,7 +140,7 @@ func TestMemberWithAnotherItemSetIsLeftOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	rounds := mem.Rounds()
-	eventually(t, "three more rounds", patience, func() bool { return mem.Rounds() >= rounds+3 })
+	poll.Until(t, "three more rounds", patience, func() bool { return mem.Rounds() >= rounds+3 })
 	if got := mem.Members(); len(got) != 1 || got[0] != "node-a" {
 		t.Errorf("Members = %v; want only node-a", got)
 	}

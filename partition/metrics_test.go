@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/partition"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -55,11 +56,11 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "2 items each", patience, func() bool { return len(a.Owned()) == 2 && len(b.Owned()) == 2 })
+	poll.Until(t, "2 items each", patience, func() bool { return len(a.Owned()) == 2 && len(b.Owned()) == 2 })
 	if err := a.Leave(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "node-b owning all 4", patience, func() bool { return len(b.Owned()) == 4 })
+	poll.Until(t, "node-b owning all 4", patience, func() bool { return len(b.Owned()) == 4 })
 	if err := b.Leave(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend/etcd/internal/etcdtest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // failoverTTL is the TTL of the leases the failover tests hold: two of the
@@ -46,7 +47,7 @@ func TestLeaderKilledWhileLeasesHeld(t *testing.T) {
 	// Every lease ends up either renewed after the failover (its backend
 	// expiry moved past what the old leader could have granted) or lost.
 	for _, l := range ls {
-		eventually(t, l.Name()+" to be renewed after the failover or lost", 4*failoverTTL, func() bool {
+		poll.Until(t, l.Name()+" to be renewed after the failover or lost", 4*failoverTTL, func() bool {
 			return l.Err() != nil || l.ExpiresAt().After(killed.Add(failoverTTL))
 		})
 	}
@@ -148,7 +149,7 @@ func TestFullClusterRestartWithData(t *testing.T) {
 	other := newManager(t, newBackend(t, c.Client()), "other")
 	for _, l := range ls {
 		// The holder's client reconnects by itself; renew until it has.
-		eventually(t, l.Name()+" renewed after the restart", 10*time.Second, func() bool {
+		poll.Until(t, l.Name()+" renewed after the restart", 10*time.Second, func() bool {
 			return l.Renew(ctxT(t, 2*time.Second), 0) == nil
 		})
 		info, held, err := other.Inspect(ctxT(t, 5*time.Second), l.Name())
@@ -202,7 +203,7 @@ func TestMemberReplacedWithoutData(t *testing.T) {
 	}
 	// etcd refuses to add a member until the others have been connected
 	// for a while (5s): ask until it agrees.
-	eventually(t, "member add to be accepted", 20*time.Second, func() bool {
+	poll.Until(t, "member add to be accepted", 20*time.Second, func() bool {
 		_, err := admin.MemberAdd(ctxT(t, 5*time.Second), []string{lost.PeerURL})
 		return err == nil
 	})

@@ -48,19 +48,6 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or within runs out: for state that
-// has no signal to await (a lease's last confirmed renewal).
-func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waiters starts, for each lease, an Acquire of its name by m that waits
 // forever (and starts again after a backend fault), and checks when it is granted that the lease it replaces had
 // already ended (no two holders at once) and that the token went up. The

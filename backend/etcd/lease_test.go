@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasehold/leasehold"
@@ -92,7 +93,7 @@ func TestInspectEndedLeaseIsNotHeld(t *testing.T) {
 	}
 	// Only the server can tell when its TTL reads 0: ask it, never more
 	// than the lease's 2 s plus the leader's deletion delay.
-	eventually(t, "the lease's TTL to read 0 with its key still there", 10*time.Second, func() bool {
+	poll.Until(t, "the lease's TTL to read 0 with its key still there", 10*time.Second, func() bool {
 		resp, err := cli.Get(ctx, "leasehold/\x00k")
 		if err != nil || len(resp.Kvs) == 0 {
 			t.Fatalf("the key went before its TTL read 0 (or the read failed: %v)", err)

@@ -158,6 +158,31 @@ func pollServer(ctx context.Context, what string, cond func() (bool, error)) err
 	}
 }
 
+// waitPast waits until the server's clock has passed t (an expiry the
+// server reported): expiry is decided on that clock, which nothing signals,
+// so the server is asked rather than the local clock trusted to agree.
+func waitPast(tb testing.TB, db *pgxpool.Pool, t time.Time) {
+	tb.Helper()
+	err := pollServer(context.Background(), "the server's clock to pass "+t.String(), func() (bool, error) {
+		var past bool
+		err := db.QueryRow(context.Background(), "SELECT clock_timestamp() > $1", t).Scan(&past)
+		return past, err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// waitServer waits until d has passed on the server's clock.
+func waitServer(tb testing.TB, db *pgxpool.Pool, d time.Duration) {
+	tb.Helper()
+	var now time.Time
+	if err := db.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&now); err != nil {
+		tb.Fatal(err)
+	}
+	waitPast(tb, db, now.Add(d))
+}
+
 // rows returns the number of rows in the env's table.
 func (e *testEnv) rows(t testing.TB) int {
 	t.Helper()

@@ -53,7 +53,7 @@ func TestListByPrefixInPages(t *testing.T) {
 		tokens[k] = mustAcquire(t, b, k, "a", live).Token
 	}
 	expired := mustAcquire(t, b, "a%expired", "a", 20*time.Millisecond)
-	waitPast(expired.ExpiresAt)
+	waitPast(t, e.admin, expired.ExpiresAt)
 
 	list := func(prefix string) []string {
 		t.Helper()
@@ -143,7 +143,7 @@ func TestInspectAndRevoke(t *testing.T) {
 	}
 
 	short := mustAcquire(t, b, "short", "a", 20*time.Millisecond)
-	waitPast(short.ExpiresAt)
+	waitPast(t, e.admin, short.ExpiresAt)
 	if _, removed, err := b.Revoke(ctx, "short", 0); err != nil || removed {
 		t.Errorf("Revoke of an expired holding: removed %v, %v", removed, err)
 	}

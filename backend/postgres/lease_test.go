@@ -142,12 +142,12 @@ func TestTokensIncreaseAcrossReleaseExpiryAndTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	g2 := mustAcquire(t, b, "k", "a", 20*time.Millisecond) // after release, same owner
-	waitPast(g2.ExpiresAt)
+	waitPast(t, e.admin, g2.ExpiresAt)
 	g3 := acquireAs(t, b, "k", "a", g2.attempt, 20*time.Millisecond) // its own attempt, expired: a new grant
 	if !g3.Acquired {
 		t.Fatalf("the expired attempt's retry = %+v, want a new grant", g3.Grant)
 	}
-	waitPast(g3.ExpiresAt)
+	waitPast(t, e.admin, g3.ExpiresAt)
 	g4 := mustAcquire(t, b, "k", "b", live) // takeover of an expired row
 	if !(g1.Token < g2.Token && g2.Token < g3.Token && g3.Token < g4.Token) {
 		t.Fatalf("tokens not strictly increasing: %d %d %d %d", g1.Token, g2.Token, g3.Token, g4.Token)
@@ -156,11 +156,6 @@ func TestTokensIncreaseAcrossReleaseExpiryAndTakeover(t *testing.T) {
 		t.Fatalf("want one row for one name, have %d", e.rows(t))
 	}
 }
-
-// waitPast waits until the server's expiry t has surely passed on the local
-// clock too (the server runs on this machine; 50ms covers any skew). Load
-// only makes the wait longer, never too short.
-func waitPast(t time.Time) { time.Sleep(time.Until(t) + 50*time.Millisecond) }
 
 func TestRenewExtendsAndKeepsToken(t *testing.T) {
 	e := newEnv(t)
@@ -201,7 +196,7 @@ func TestRenewNotHeld(t *testing.T) {
 	}
 
 	short := mustAcquire(t, b, "short", "a", 20*time.Millisecond)
-	waitPast(short.ExpiresAt)
+	waitPast(t, e.admin, short.ExpiresAt)
 	if _, err := b.Renew(ctx, short.renewReq(time.Minute)); !errors.Is(err, backend.ErrNotHeld) {
 		t.Errorf("Renew after expiry = %v, want ErrNotHeld", err)
 	}
@@ -465,7 +460,7 @@ func TestSweepDeletesExpiredRows(t *testing.T) {
 	for _, k := range []string{"s1", "s2", "s3"} {
 		last = mustAcquire(t, b, k, "a", 20*time.Millisecond)
 	}
-	waitPast(last.ExpiresAt)
+	waitPast(t, e.admin, last.ExpiresAt)
 	mustAcquire(t, b, "live", "a", live) // sweeps first
 	if n := e.rows(t); n != 1 {
 		t.Fatalf("%d rows after the sweep, want only the live one", n)
@@ -479,7 +474,7 @@ func TestRenewBatch(t *testing.T) {
 	g1 := mustAcquire(t, b, "k1", "a", live)
 	g2 := mustAcquire(t, b, "k2", "a", live)
 	short := mustAcquire(t, b, "k3", "a", 20*time.Millisecond)
-	waitPast(short.ExpiresAt)
+	waitPast(t, e.admin, short.ExpiresAt)
 	other := g2.renewReq(live)
 	other.Attempt = newAttempt()
 	reqs := []backend.RenewRequest{

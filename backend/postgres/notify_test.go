@@ -56,7 +56,7 @@ func TestOnlyWaitedForReleasesNotify(t *testing.T) {
 	// A mark does not outlive its holding: the next holder starts unmarked.
 	short := mustAcquire(t, b, "takeover", "a", 50*time.Millisecond)
 	markWaited(t, b, "takeover")
-	waitPast(short.ExpiresAt)
+	waitPast(t, e.admin, short.ExpiresAt)
 	tk := mustAcquire(t, b, "takeover", "b", live)
 	if err := b.Release(ctx, tk.releaseReq()); err != nil {
 		t.Fatal(err)

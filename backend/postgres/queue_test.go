@@ -390,7 +390,7 @@ func TestExpiredEntryRejoinsAtTheTail(t *testing.T) {
 	if q := queueEntries(t, e, "k"); len(q) != 2 || q[0] != late.attempt {
 		t.Fatalf("queue %v, want late's entry, then w's", q)
 	}
-	time.Sleep(entryTTL + 50*time.Millisecond) // entry expiry has no signal: let the server's clock pass it
+	waitServer(t, e.admin, entryTTL) // entry expiry has no signal: let the server's clock pass it
 	if g := waitAs(t, b, "k", late.owner, late.attempt, queueReq("", 0)); g.Acquired || !g.Queued {
 		t.Fatalf("the late attempt asking again = %+v, want queued", g.Grant)
 	}
@@ -415,8 +415,8 @@ func TestSweepRemovesExpiredQueueEntries(t *testing.T) {
 	for range 3 {
 		mustQueue(t, b, "k", "gone", backend.QueueRequest{EntryTTL: 20 * time.Millisecond, Pickup: live})
 	}
-	time.Sleep(100 * time.Millisecond)    // entry expiry has no signal: let the server's clock pass it
-	mustAcquire(t, b, "other", "a", live) // sweeps first
+	waitServer(t, e.admin, 100*time.Millisecond) // entry expiry has no signal: let the server's clock pass it
+	mustAcquire(t, b, "other", "a", live)        // sweeps first
 	if q := queueEntries(t, e, "k"); len(q) != 1 || q[0] != w.attempt {
 		t.Fatalf("queue after the sweep: %v, want only w's live entry", q)
 	}

@@ -163,7 +163,7 @@ func TestEnsureSchemaUpgradesPreviousTable(t *testing.T) {
 
 	// The old short holding expires normally and goes to a new attempt, with
 	// a greater token.
-	waitPast(shortExp)
+	waitPast(t, admin, shortExp)
 	g := mustAcquire(t, b, "old-short", "a", live)
 	if g.Token <= shortTok || g.Token <= liveTok {
 		t.Fatalf("token %d after the old holdings %d and %d", g.Token, shortTok, liveTok)

@@ -105,7 +105,7 @@ func TestWatchReleasesDeliversEveryRelease(t *testing.T) {
 	}
 	// Expiry announces nothing; only the release below is heard.
 	short := mustAcquire(t, b, "short", "a", 20*time.Millisecond)
-	waitPast(short.ExpiresAt)
+	waitPast(t, e.admin, short.ExpiresAt)
 	s2 := mustAcquire(t, b, "short", "b", live)
 	markWaited(t, b, "short")
 	if err := b.Release(ctx, s2.releaseReq()); err != nil {

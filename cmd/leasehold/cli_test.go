@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 const longTTL = time.Minute // long enough never to end while a test looks
@@ -355,20 +356,13 @@ func TestWatchWakesOnRelease(t *testing.T) {
 			}
 		}
 		stdout.waitFor(t, "held "+key, isEvent(evHeld))
-		deadline := time.Now().Add(time.Minute)
-		for {
+		poll.Until(t, "the watch subscribed to release notifications", time.Minute, func() bool {
 			n, err := e.listeners(ctx)
 			if err != nil {
 				t.Fatalf("count the store's listeners: %v", err)
 			}
-			if n > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the watch did not subscribe to release notifications within a minute")
-			}
-			time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for a while
-		}
+			return n > 0
+		})
 		// Stores announce only releases someone waits for: a contender
 		// that will wait is refused first.
 		w, err := e.b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "cli-waiter", Attempt: "attempt-" + randomHex(8), TTL: longTTL, Wait: true})

@@ -29,6 +29,7 @@ import (
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // bin is the leasehold binary built by TestMain.
@@ -351,19 +352,12 @@ func etcdEnv(t *testing.T) *storeEnv {
 		t.Fatalf("etcd client: %v", err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
-	deadline := time.Now().Add(time.Minute)
-	for { // until the server answers: it may still be starting
+	poll.Until(t, "etcd at "+etcdEndpoint+" answering (it may still be starting)", time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		_, err := cli.Get(ctx, "ping")
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd at %s did not answer within a minute: %v", etcdEndpoint, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition
-	}
+		return err == nil
+	})
 	prefix := "lh-cli-" + randomHex(6) + "/"
 	b, err := etcd.New(cli, etcd.WithKeyPrefix(prefix))
 	if err != nil {

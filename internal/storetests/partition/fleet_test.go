@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/storetests/localstore"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -234,14 +235,14 @@ func testFleet(t *testing.T, b backend.Backend, group string, ttl, rebalance tim
 	for i := range 3 {
 		f.join(i)
 	}
-	took := eventually(t, "3 members sharing 100 items", patience, func() bool { return f.fair(0, 1, 2) })
+	took := poll.Until(t, "3 members sharing 100 items", patience, func() bool { return f.fair(0, 1, 2) })
 	counts, _ := f.shares(0, 1, 2)
 	t.Logf("3 members: shares %v after %v", counts, took)
 	f.steady(rebalance, 0, 1, 2)
 
 	before := f.moves()
 	f.join(3)
-	took = eventually(t, "4 members sharing 100 items", patience, func() bool { return f.fair(0, 1, 2, 3) })
+	took = poll.Until(t, "4 members sharing 100 items", patience, func() bool { return f.fair(0, 1, 2, 3) })
 	moved := f.moves() - before
 	counts, _ = f.shares(0, 1, 2, 3)
 	t.Logf("a 4th joined: shares %v after %v, %d moves", counts, took, moved)
@@ -255,7 +256,7 @@ func testFleet(t *testing.T, b backend.Backend, group string, ttl, rebalance tim
 	// items over.
 	before = f.moves()
 	f.nodes[1].fault.Partition(true)
-	took = eventually(t, "3 survivors sharing 100 items", patience, func() bool { return f.fair(0, 2, 3) })
+	took = poll.Until(t, "3 survivors sharing 100 items", patience, func() bool { return f.fair(0, 2, 3) })
 	moved = f.moves() - before
 	t.Logf("member-1 cut off: the survivors own everything %v later (TTL %v, renew %v, rebalance %v), %d moves", took, ttl, ttl/3, rebalance, moved)
 	if limit := ttl + ttl/3 + rebalance + time.Second; took > limit { // a second for a loaded machine
@@ -271,7 +272,7 @@ func testFleet(t *testing.T, b backend.Backend, group string, ttl, rebalance tim
 	// Back on the store, it joins again (its membership lease was lost) and
 	// takes its share back.
 	f.nodes[1].fault.Partition(false)
-	took = eventually(t, "4 members sharing 100 items again", patience, func() bool { return f.fair(0, 1, 2, 3) })
+	took = poll.Until(t, "4 members sharing 100 items again", patience, func() bool { return f.fair(0, 1, 2, 3) })
 	t.Logf("member-1 back: 25 each again after %v", took)
 	if err := f.nodes[1].mem.Err(); err != nil {
 		t.Errorf("the cut-off member stopped: %v", err)

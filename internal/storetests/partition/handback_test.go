@@ -9,6 +9,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/storetests/localstore"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -22,7 +23,7 @@ func testLeave(t *testing.T, b backend.Backend, group string) {
 		partition.WithTTL(ttl), partition.WithRebalanceEvery(50*time.Millisecond), partition.WithGrace(ttl))
 	f.join(0)
 	f.join(1)
-	eventually(t, "2 members sharing 100 items", patience, func() bool { return f.fair(0, 1) })
+	poll.Until(t, "2 members sharing 100 items", patience, func() bool { return f.fair(0, 1) })
 
 	leaving := f.nodes[0]
 	start := time.Now()
@@ -41,7 +42,7 @@ func testLeave(t *testing.T, b backend.Backend, group string) {
 	if owned, held := leaving.mem.Owned(), leaving.m.Held(); len(owned) != 0 || len(held) != 0 {
 		t.Errorf("after Leave: owns %v, holds %v", owned, held)
 	}
-	eventually(t, "the other member owning all 100 items", patience, func() bool { return f.fair(1) })
+	poll.Until(t, "the other member owning all 100 items", patience, func() bool { return f.fair(1) })
 	took := time.Since(start)
 	t.Logf("Leave returned after %v; the other member owned everything after %v (TTL %v)", left, took, ttl)
 	if took > 3*time.Second {
@@ -79,10 +80,10 @@ func TestHandBackWaitsForTheCallback(t *testing.T) {
 		partition.WithTTL(time.Second), partition.WithRebalanceEvery(20*time.Millisecond), partition.WithGrace(5*time.Second))
 	f.hold = hold
 	f.join(0)
-	eventually(t, "one member owning 20 items", patience, func() bool { return f.fair(0) })
+	poll.Until(t, "one member owning 20 items", patience, func() bool { return f.fair(0) })
 	start := time.Now()
 	f.join(1)
-	eventually(t, "2 members sharing 20 items", patience, func() bool { return f.fair(0, 1) })
+	poll.Until(t, "2 members sharing 20 items", patience, func() bool { return f.fair(0, 1) })
 	if took := time.Since(start); took < hold {
 		t.Errorf("items moved in %v, before their callbacks could return (%v)", took, hold)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend/redis"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/storetests/localstore"
 	"github.com/leasehold/leasehold/partition"
 	goredis "github.com/redis/go-redis/v9"
@@ -77,7 +78,7 @@ func TestKilledMemberProcessIsTakenOver(t *testing.T) {
 
 	// Converged: three owners of 33–34 items each, as the store lists them.
 	var childItems map[string]time.Time // item → the child's expiry as last listed
-	eventually(t, "3 processes sharing 100 items", patience, func() bool {
+	poll.Until(t, "3 processes sharing 100 items", patience, func() bool {
 		ls, err := f.nodes[0].m.List(context.Background(), group+"/items/")
 		if err != nil || len(ls) != 100 {
 			return false
@@ -104,7 +105,7 @@ func TestKilledMemberProcessIsTakenOver(t *testing.T) {
 	}
 	killed := time.Now()
 	_ = child.Wait()
-	eventually(t, "the 2 survivors sharing 100 items", patience, func() bool { return f.fair(0, 1) })
+	poll.Until(t, "the 2 survivors sharing 100 items", patience, func() bool { return f.fair(0, 1) })
 	took := time.Since(killed)
 	t.Logf("the child killed: the survivors own everything %v later (TTL %v, renew %v, rebalance %v)", took, killTTL, killTTL/3, killRebalance)
 	if limit := killTTL + killTTL/3 + killRebalance + time.Second; took > limit { // a second for a loaded machine

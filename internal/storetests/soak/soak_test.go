@@ -211,7 +211,10 @@ func soakJobs(t *testing.T, m *leasehold.Manager, id string, start time.Time, st
 			t.Errorf("job acquire on a healthy store: %v", err)
 			return
 		}
-		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // the work
+		select { // the work, which stops when the lease is lost, as a user's must
+		case <-time.After(time.Duration(rng.IntN(2000)) * time.Microsecond):
+		case <-l.Lost():
+		}
 		if err := l.Release(context.Background()); err != nil {
 			t.Errorf("job release: %v", err)
 			return
