@@ -76,3 +76,78 @@ func TestConfigIsSettingsOnly(t *testing.T) {
 		}
 	}
 }
+
+// What the engine's public packages export is supported API, so each of its
+// names says what it is for: every exported type, function, method and
+// constant of actors and messages has a doc comment (a group's comment serves
+// its constants; a type's, its fields).
+func TestExportsAreDocumented(t *testing.T) {
+	for _, dir := range []string{".", "../messages"} {
+		fset := token.NewFileSet()
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			undocumented := func(n *ast.Ident, docs ...*ast.CommentGroup) {
+				if !n.IsExported() {
+					return
+				}
+				for _, d := range docs {
+					if d != nil && strings.TrimSpace(d.Text()) != "" {
+						return
+					}
+				}
+				t.Errorf("%s: %s is exported without a doc comment", fset.Position(n.Pos()), n.Name)
+			}
+			// A run of one-line functions on consecutive lines shares the
+			// comment above its first.
+			var run *ast.CommentGroup
+			runEnd := 0
+			for _, d := range af.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Doc != nil || fset.Position(d.Pos()).Line != runEnd+1 {
+						run = d.Doc
+					}
+					runEnd = fset.Position(d.End()).Line
+					if d.Recv != nil && !exportedReceiver(d.Recv) {
+						continue
+					}
+					undocumented(d.Name, run)
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							undocumented(s.Name, s.Doc, d.Doc)
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								undocumented(n, s.Doc, s.Comment, d.Doc)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// exportedReceiver reports whether a method's receiver type is exported.
+func exportedReceiver(recv *ast.FieldList) bool {
+	typ := recv.List[0].Type
+	if s, ok := typ.(*ast.StarExpr); ok {
+		typ = s.X
+	}
+	if g, ok := typ.(*ast.IndexExpr); ok {
+		typ = g.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.IsExported()
+}

@@ -57,6 +57,8 @@ type Renewal struct {
 	ReplyTo  *actor.PID
 }
 
+// IgnoreDeadLetterLogging marks the message as expected at a stopped actor
+// (see the protocol's commands).
 func (*BackendCall) IgnoreDeadLetterLogging()   {}
 func (*BackendResult) IgnoreDeadLetterLogging() {}
 func (*RenewBatch) IgnoreDeadLetterLogging()    {}

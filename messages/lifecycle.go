@@ -17,6 +17,8 @@ type ShutdownDone struct{ PID *actor.PID }
 // idle for a whole sweep period.
 type SweepTick struct{ Gen uint64 }
 
+// IgnoreDeadLetterLogging marks the message as expected at a stopped actor
+// (see the protocol's commands).
 func (*LeaseStopped) IgnoreDeadLetterLogging() {}
 func (*ShutdownDone) IgnoreDeadLetterLogging() {}
 func (*SweepTick) IgnoreDeadLetterLogging()    {}

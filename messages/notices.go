@@ -17,6 +17,8 @@ type HandOffNotice struct{ HandOff backend.HandOff }
 // Publish (lease actor → event hub) hands a loss to every subscriber.
 type Publish struct{ Event Lost }
 
+// IgnoreDeadLetterLogging marks the message as expected at a stopped actor
+// (see the protocol's commands).
 func (*ReleaseNotice) IgnoreDeadLetterLogging() {}
 func (*HandOffNotice) IgnoreDeadLetterLogging() {}
 func (*Publish) IgnoreDeadLetterLogging()       {}

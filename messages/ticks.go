@@ -19,6 +19,8 @@ type ReleaseRetryTick struct{ Gen uint64 }
 // WaitTimeout: the wait of the Acquire behind Ticket has run out.
 type WaitTimeout struct{ Ticket *Ticket }
 
+// IgnoreDeadLetterLogging marks the message as expected at a stopped actor
+// (see the protocol's commands).
 func (*HoldTick) IgnoreDeadLetterLogging()         {}
 func (*RetryTick) IgnoreDeadLetterLogging()        {}
 func (*WaitTimeout) IgnoreDeadLetterLogging()      {}
