@@ -37,7 +37,7 @@
 //
 // # Holdings
 //
-// The lease hash remembers the attempt that made the holding. Acquire by that
+// The record remembers the attempt that made the holding. Acquire by that
 // same attempt refreshes it (same token); anyone else, the same owner's other
 // attempts included, is refused with the holder, its token, its expiry on the
 // server's clock and the time it had left.

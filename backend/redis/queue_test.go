@@ -488,8 +488,9 @@ func TestWaiterQueueOff(t *testing.T) {
 }
 
 // What the queue costs the paths that do not use it, counted by the server:
-// a free name without a queue one LINDEX more, a refusal without a queue
-// request nothing more, a release nobody waits for nothing more.
+// an unmarked free record nothing (a name without a record one LINDEX), a
+// refusal without a queue request nothing, a release nobody waits for
+// nothing; and what the record's paths cost.
 func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 	s := redistest.Start(t) // its own server: the test reads and resets its statistics
 	c := redistest.NewClient(t, s.Addr())
