@@ -75,7 +75,7 @@ func TestReplicaConfirmation(t *testing.T) {
 	if !errors.Is(err, ErrNotConfirmed) || ng.Acquired {
 		t.Fatalf("unconfirmed acquire = %+v, %v; want ErrNotConfirmed", ng, err)
 	}
-	if n := c.Exists(ctx, b.LeaseKey("other")).Val(); n != 0 {
+	if isHeld(t, c, b, "other") {
 		t.Fatal("an unconfirmed grant was left behind")
 	}
 	// An unconfirmed renewal fails (the engine keeps retrying, then loses).
@@ -94,7 +94,7 @@ func TestReplicaConfirmation(t *testing.T) {
 	if !errors.Is(err, ErrNotConfirmed) || ng.Acquired {
 		t.Fatalf("acquire with the replica down = %+v, %v; want ErrNotConfirmed", ng, err)
 	}
-	if n := c.Exists(ctx, b.LeaseKey("third")).Val(); n != 0 {
+	if isHeld(t, c, b, "third") {
 		t.Fatal("an unconfirmed grant was left behind")
 	}
 	if _, err := b.Renew(ctx, g.renew(time.Minute)); !errors.Is(err, ErrNotConfirmed) {
@@ -118,7 +118,7 @@ func TestManagerUnconfirmedGrantIsAFault(t *testing.T) {
 		if errors.Is(err, leasehold.ErrNotAcquired) || !errors.Is(err, ErrNotConfirmed) {
 			t.Fatalf("Acquire (%d options) with the replica gone = %v, %v; want a fault wrapping ErrNotConfirmed, not ErrNotAcquired", len(opts), l, err)
 		}
-		if n := c.Exists(ctxT(t), b.LeaseKey("job")).Val(); n != 0 {
+		if isHeld(t, c, b, "job") {
 			t.Fatal("an unconfirmed grant was left behind")
 		}
 	}

@@ -6,9 +6,9 @@
 //
 // Acquire, Renew and Release are each one server round trip: a Lua script
 // (embedded, called by SHA with a fallback to EVAL when the server's script
-// cache is empty) that reads and writes only the keys of one name. Expiry is the
-// key's PX deadline on the server, and every ExpiresAt comes from the server's
-// TIME, never from the client's clock.
+// cache is empty) that reads and writes only the keys of one name. Expiry is a
+// deadline on the server's TIME kept in the name's record, and every
+// ExpiresAt comes from the server's TIME, never from the client's clock.
 //
 // # Key layout
 //
@@ -21,18 +21,32 @@
 // the Manager's address. What each key holds and when it expires, and what
 // each script takes and returns, is written down once, in scripts/CONTRACT.md.
 //
+// The lease key is the name's record: one hash with the holder, its token,
+// which is also the name's fence counter, its deadline, and the waiters'
+// mark. It has no TTL and stays when the name is free, so a name costs one
+// small hash for as long as it is used, where earlier versions kept only
+// the counter key (MEMORY USAGE on Redis 7 with a 30-byte key: 152 bytes
+// for a free record, 72 for that key), and List's SCAN visits free names
+// too. Earlier
+// versions kept a holding as a hash with a PX expiry and the counter in the
+// token key: the scripts honour such holdings and carry such a counter into
+// the record at the name's next grant, so an upgraded deployment needs no
+// migration. Older processes fail, and grant nothing, on names the new
+// layout has written: upgrade all processes of one prefix (CONTRACT.md has
+// the details, and what an older Revoke does).
+//
 // # Holdings
 //
-// The lease hash remembers the attempt that made the holding. Acquire by that
+// The record remembers the attempt that made the holding. Acquire by that
 // same attempt refreshes it (same token); anyone else, the same owner's other
 // attempts included, is refused with the holder, its token, its expiry on the
-// server's clock and the time it had left as the server measured it (PTTL).
+// server's clock and the time it had left.
 // Renew and Release name the holding by owner, attempt and token.
 //
 // # Fencing tokens
 //
 // A new grant's token is max(counter + 1, server TIME in microseconds), and
-// the counter is set to it. Tokens therefore look like 1.8e15 (microseconds
+// the counter (the record's token) is set to it. Tokens therefore look like 1.8e15 (microseconds
 // since 1970), not 1, 2, 3: that is on purpose. Redis can lose the last
 // writes and keep an older counter: a restart from an older RDB snapshot, the
 // unsynced last second of an appendfsync everysec AOF, a failover to a replica
@@ -58,11 +72,12 @@
 //
 // # Eviction
 //
-// Every lease hash carries a TTL, so under memory pressure any maxmemory-policy
-// but noeviction (volatile-* as much as allkeys-*) may delete a live lease and
-// free a held name. New checks the policy of every server and refuses the
-// others with ErrEvictionPolicy, unless WithEvictionAllowed accepts the risk.
-// The policy is read once, in New: a later CONFIG SET is not seen.
+// Under memory pressure an allkeys-* policy may delete a record and free a
+// held name. Records have no TTL, so volatile-* policies pass them by, but
+// not a holding written by an earlier version (it has a TTL) nor the queue's
+// keys. New checks the policy of every server and refuses any but
+// noeviction with ErrEvictionPolicy, unless WithEvictionAllowed accepts the
+// risk. The policy is read once, in New: a later CONFIG SET is not seen.
 //
 // # Replica confirmation
 //
@@ -76,7 +91,7 @@
 // # Release notifications
 //
 // A refused Acquire with Wait set marks the holding in the way (field w of
-// the lease hash); Release and Revoke publish the key when they end a marked
+// the record); Release and Revoke publish the key when they end a marked
 // holding that they hand to nobody, and nothing otherwise, so that a release
 // nobody waits for costs no PUBLISH. Info says AnnouncesReleases (unless
 // WithReleaseNotifications(false)): WatchReleases keeps a single
@@ -97,10 +112,11 @@
 // backend.MaxQueueEntries live entries; its keys expire after the last
 // entry's, so the queues of waiters that died vanish by themselves.
 //
-// The queue costs the other paths little: an acquire of a free name reads
-// the queue with one LINDEX, and a release looks at it only when the
-// holding is marked (w), which every refusal that queues, every hand-off and
-// every grant made while the queue has entries sets.
+// The queue costs the other paths little: an acquire of a free name and a
+// release look at it only when the record is marked (w), which every
+// refusal that queues, every hand-off and every grant made while the queue
+// has entries sets; an unmarked acquire or release is one read and one
+// write of the record.
 //
 // Info says HandOffNotices (unless WithReleaseNotifications(false)):
 // WatchHandOffs subscribes to
@@ -142,8 +158,8 @@
 // # Operator's view
 //
 // Inspect is one read-only script; List is SCAN by name prefix, on every
-// master of a Cluster, each page read in one pipeline; Revoke deletes the
-// lease hash, keeps the counter so the token is never issued again,
+// master of a Cluster, each page read in one pipeline; Revoke ends the
+// holding, keeps the counter so the token is never issued again,
 // publishes the release, and leaves a receipt naming the call, so that
 // go-redis's resend of the script after a lost answer reports the holding
 // the first send removed rather than "not there".

@@ -14,9 +14,11 @@ import (
 const policyCheckTimeout = 5 * time.Second
 
 // checkEviction makes sure no server behind the client may evict a lease: each
-// one's maxmemory-policy must be noeviction. Every lease hash carries a TTL, so
-// the volatile-* policies evict leases as readily as the allkeys-* ones, and
-// an evicted lease frees a name while its holder works.
+// one's maxmemory-policy must be noeviction. The allkeys-* policies evict
+// records, and an evicted record frees a name while its holder works. Records
+// have no TTL, so the volatile-* policies leave them, but they evict what has
+// one: a holding written by an earlier version (during an upgrade) and the
+// waiter queue.
 //
 // A server that answers CONFIG GET with an error (CONFIG renamed or disabled,
 // an ACL without +config) gives ErrEvictionPolicy, naming WithEvictionAllowed;
@@ -62,7 +64,7 @@ func policyOf(ctx context.Context, c goredis.Cmdable, where string) error {
 		return fmt.Errorf("%w: %s did not report its maxmemory-policy; make sure it is noeviction and pass WithEvictionAllowed",
 			ErrEvictionPolicy, where)
 	case policy != "noeviction":
-		return fmt.Errorf("%w: maxmemory-policy is %q on %s: under memory pressure Redis may delete a live lease (every lease has a TTL) and grant its name to a second holder; set it to noeviction, or accept the risk with WithEvictionAllowed",
+		return fmt.Errorf("%w: maxmemory-policy is %q on %s: under memory pressure Redis may delete a live lease and grant its name to a second holder; set it to noeviction, or accept the risk with WithEvictionAllowed",
 			ErrEvictionPolicy, policy, where)
 	}
 	return nil

@@ -90,50 +90,72 @@ func TestNewRefusesWhenThePolicyCannotBeRead(t *testing.T) {
 	}
 }
 
-// Why New checks: under memory pressure a volatile-* policy picks the lease
-// (it has a TTL; the filler has none) and frees a held name while its holder
-// works. With WithEvictionAllowed that risk is the caller's.
+// Why New checks: under memory pressure an allkeys-* policy evicts a record
+// (the filler is newer) and frees a held name while its holder works; the
+// clock keeps the next token above the lost counter. A volatile-* policy
+// leaves records alone (they have no TTL) but evicts what has one: here a
+// holding in the older layout, as an older version wrote it during an
+// upgrade. With WithEvictionAllowed that risk is the caller's.
 func TestEvictionFreesAHeldName(t *testing.T) {
-	s := redistest.Start(t, "--maxmemory-policy", "volatile-ttl")
-	c := redistest.NewClient(t, s.Addr())
-	ctx := ctxT(t)
-	b := newTestBackend(t, c, WithEvictionAllowed())
-	alice := mustAcquire(t, b, "k", "alice", time.Hour)
-
-	used, err := c.InfoMap(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, _ := strconv.ParseInt(used["Memory"]["used_memory"], 10, 64)
-	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(base+2<<20, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// Fill until Redis has nothing left to evict and refuses writes.
-	filler := strings.Repeat("x", 64<<10)
-	oom := false
-	for i := 0; i < 1000 && !oom; i++ {
-		err := c.Set(ctx, "filler:"+strconv.Itoa(i), filler, 0).Err()
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "OOM") {
+	for _, policy := range []string{"allkeys-lru", "volatile-ttl"} {
+		t.Run(policy, func(t *testing.T) {
+			s := redistest.Start(t, "--maxmemory-policy", policy)
+			c := redistest.NewClient(t, s.Addr())
+			ctx := ctxT(t)
+			b := newTestBackend(t, c, WithEvictionAllowed())
+			alice := mustAcquire(t, b, "k", "alice", time.Hour)
+			old := b.LeaseKey("old")
+			if err := c.HSet(ctx, old, "owner", "carol", "attempt", "c-1", "token", "7", "meta", "").Err(); err != nil {
 				t.Fatal(err)
 			}
-			oom = true
-		}
-	}
-	if !oom {
-		t.Fatal("never ran out of memory")
-	}
-	if n := c.Exists(ctx, b.LeaseKey("k")).Val(); n != 0 {
-		t.Fatal("the lease survived: nothing was evicted")
-	}
-	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	bob := mustAcquire(t, b, "k", "bob", time.Minute)
-	if bob.Token <= alice.Token {
-		t.Fatalf("token %d after %d", bob.Token, alice.Token)
-	}
-	if _, err := b.Renew(ctx, alice.renew(time.Minute)); !errors.Is(err, backend.ErrNotHeld) {
-		t.Fatalf("alice's renewal after the eviction: %v", err)
+			if err := c.PExpire(ctx, old, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+
+			used, err := c.InfoMap(ctx, "memory").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, _ := strconv.ParseInt(used["Memory"]["used_memory"], 10, 64)
+			if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(base+2<<20, 10)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// Fill until Redis has nothing left to evict and refuses writes,
+			// or (allkeys) has evicted the record.
+			filler := strings.Repeat("x", 64<<10)
+			oom := false
+			for i := 0; i < 1000 && !oom && c.Exists(ctx, b.LeaseKey("k")).Val() == 1; i++ {
+				err := c.Set(ctx, "filler:"+strconv.Itoa(i), filler, 0).Err()
+				if err != nil {
+					if !strings.HasPrefix(err.Error(), "OOM") {
+						t.Fatal(err)
+					}
+					oom = true
+				}
+			}
+			if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if policy == "volatile-ttl" {
+				if !oom {
+					t.Fatal("never ran out of memory")
+				}
+				if c.Exists(ctx, old).Val() != 0 {
+					t.Fatal("the older layout's holding survived: nothing was evicted")
+				}
+				mustHolder(t, b, "k", "alice")
+				return
+			}
+			if n := c.Exists(ctx, b.LeaseKey("k")).Val(); n != 0 {
+				t.Fatal("the record survived: nothing was evicted")
+			}
+			bob := mustAcquire(t, b, "k", "bob", time.Minute)
+			if bob.Token <= alice.Token {
+				t.Fatalf("token %d after %d", bob.Token, alice.Token)
+			}
+			if _, err := b.Renew(ctx, alice.renew(time.Minute)); !errors.Is(err, backend.ErrNotHeld) {
+				t.Fatalf("alice's renewal after the eviction: %v", err)
+			}
+		})
 	}
 }

@@ -141,23 +141,77 @@ func serverTime(t testing.TB, c goredis.UniversalClient) time.Time {
 	return now
 }
 
-// waitExpired waits, on the server's clock, until key's lease is gone. Expiry
-// sends no signal, so this polls PTTL, which also says how long to wait.
+// holdingTTL is the time the holding of key has left on the server's clock,
+// as the scripts read it (CONTRACT.md): the record's exp less TIME, or the
+// key's PTTL for a holding in the older layout; 0 when nothing holds the
+// name (no record, a free one, or one whose holding expired).
+func holdingTTL(t testing.TB, c goredis.UniversalClient, b *Backend, key string) time.Duration {
+	t.Helper()
+	ms, err := holdingTTLScript.Run(ctxT(t), c, []string{b.LeaseKey(key)}).Int64()
+	if err != nil {
+		t.Fatalf("the holding's TTL: %v", err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+var holdingTTLScript = goredis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'v', 'owner', 'exp')
+if cur[1] then
+	if cur[2] == '' then return 0 end
+	local t = redis.call('TIME')
+	return math.max(0, tonumber(cur[3]) - (t[1] * 1000 + math.floor(t[2] / 1000)))
+end
+if not cur[2] then return 0 end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then return redis.error_reply('lease hash without an expiry') end
+return pttl`)
+
+// expireIn shortens the holding of key to d from now on the server's clock
+// (d = 0: it expires at once), as if it had been granted for that long.
+func expireIn(t testing.TB, c goredis.UniversalClient, b *Backend, key string, d time.Duration) {
+	t.Helper()
+	err := expireInScript.Run(ctxT(t), c, []string{b.LeaseKey(key)}, d.Milliseconds()).Err()
+	if err != nil {
+		t.Fatalf("shortening the holding of %q: %v", key, err)
+	}
+}
+
+var expireInScript = goredis.NewScript(`
+if redis.call('HGET', KEYS[1], 'v') ~= '2' then return redis.error_reply('no record') end
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'exp', string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000) + ARGV[1]))
+return 1`)
+
+// counterOf is the fence counter of key as the scripts read it: the record's
+// token, or the older layout's counter key when there is no record ("" when
+// neither exists).
+func counterOf(t testing.TB, c goredis.UniversalClient, b *Backend, key string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	if c.HGet(ctx, b.LeaseKey(key), "v").Val() == "2" {
+		return c.HGet(ctx, b.LeaseKey(key), "token").Val()
+	}
+	return c.Get(ctx, b.TokenKey(key)).Val()
+}
+
+// isHeld reports whether a holding of key stands on the server.
+func isHeld(t testing.TB, c goredis.UniversalClient, b *Backend, key string) bool {
+	t.Helper()
+	return holdingTTL(t, c, b, key) > 0
+}
+
+// waitExpired waits, on the server's clock, until key's holding has
+// expired. Expiry sends no signal, so this polls the time it has left, which
+// also says how long to wait.
 func waitExpired(t testing.TB, b *Backend, key string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		pttl, err := b.client.PTTL(ctxT(t), b.LeaseKey(key)).Result()
-		if err != nil {
-			t.Fatalf("PTTL: %v", err)
-		}
-		switch pttl {
-		case -2: // gone
+		left := holdingTTL(t, b.client, b, key)
+		if left == 0 {
 			return
-		case -1:
-			t.Fatalf("lease %q has no expiry", key)
 		}
-		time.Sleep(max(pttl, time.Millisecond))
+		time.Sleep(left)
 	}
 	t.Fatalf("lease %q did not expire", key)
 }

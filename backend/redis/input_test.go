@@ -195,20 +195,30 @@ func TestRedisErrorReplyIsWrapped(t *testing.T) {
 	}
 }
 
-// A lease hash with no expiry was not written by the backend (a PERSIST, a
-// hand-made key): acquire says so instead of reporting a holder forever.
-func TestLeaseWithoutExpiryIsAFault(t *testing.T) {
+// A lease hash in the older layout (no record version) with no expiry was not
+// written by leasehold (a PERSIST, a hand-made key), nor was a record of a
+// version this one does not know: acquire and inspect say so instead of
+// reporting a holder forever or misreading it.
+func TestLeaseNotOursIsAFault(t *testing.T) {
 	c := redistest.Client(t)
 	b := newTestBackend(t, c)
 	ctx := ctxT(t)
-	mustAcquire(t, b, "k", "alice", time.Minute)
-	if err := c.Persist(ctx, b.LeaseKey("k")).Err(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "bob", Attempt: newAttempt(), TTL: time.Second})
-	var rerr goredis.Error
-	if !errors.As(err, &rerr) || !strings.Contains(err.Error(), "has no expiry") || g.Acquired {
-		t.Fatalf("Acquire over a lease without expiry = %+v, %v; want a Redis error naming it", g, err)
+	for key, fields := range map[string][]any{
+		"no expiry":     {"owner", "alice", "attempt", "a-1", "token", "5", "meta", ""},
+		"newer version": {"v", "3", "owner", "alice"},
+	} {
+		if err := c.HSet(ctx, b.LeaseKey(key), fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"no expiry": "has no expiry", "newer version": "record version 3"}[key]
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "bob", Attempt: newAttempt(), TTL: time.Second})
+		var rerr goredis.Error
+		if !errors.As(err, &rerr) || !strings.Contains(err.Error(), want) || g.Acquired {
+			t.Fatalf("Acquire over a hash with %s = %+v, %v; want a Redis error naming it", key, g, err)
+		}
+		if _, _, err := b.Inspect(ctx, key); !errors.As(err, &rerr) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Inspect of a hash with %s: %v; want a Redis error naming it", key, err)
+		}
 	}
 }
 

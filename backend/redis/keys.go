@@ -13,16 +13,17 @@ func hashTag(key string) string {
 	return "{" + tagEscaper.Replace(key) + "}"
 }
 
-// LeaseKey returns the Redis key of the hash that holds key's lease (owner,
-// attempt, token, meta, and w when a waiter asked for the release to be
-// announced), for inspection with redis-cli.
+// LeaseKey returns the Redis key of key's record, the hash that holds its
+// lease (scripts/CONTRACT.md), for inspection with redis-cli.
 func (b *Backend) LeaseKey(key string) string {
 	// One concatenation (Replace returns key itself when it has nothing to
 	// escape): this runs on every call.
 	return b.cfg.prefix + "{" + tagEscaper.Replace(key) + "}:lease"
 }
 
-// TokenKey returns the Redis key of key's fencing counter.
+// TokenKey returns the Redis key of key's fencing counter in the layout of
+// earlier versions; the first grant of the name reads it into the record
+// and deletes it.
 func (b *Backend) TokenKey(key string) string {
 	return b.cfg.prefix + "{" + tagEscaper.Replace(key) + "}:token"
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -50,11 +51,12 @@ func TestAcquireRenewRelease(t *testing.T) {
 	if g.ExpiresAt.Before(before.Add(time.Minute-time.Millisecond)) || g.ExpiresAt.After(after.Add(time.Minute+time.Millisecond)) {
 		t.Fatalf("ExpiresAt %v not server time + TTL (server time %v..%v)", g.ExpiresAt, before, after)
 	}
-	if pttl := c.PTTL(ctx, b.LeaseKey("job")).Val(); pttl > time.Minute || pttl < 50*time.Second {
-		t.Fatalf("PTTL on the server = %v, want about a minute", pttl)
+	if left := holdingTTL(t, c, b, "job"); left > time.Minute || left < 50*time.Second {
+		t.Fatalf("time left on the server = %v, want about a minute", left)
 	}
 	stored := c.HGetAll(ctx, b.LeaseKey("job")).Val()
-	if stored["owner"] != "alice" || stored["attempt"] != g.attempt || stored["token"] != itoa64(g.Token) {
+	if stored["v"] != "2" || stored["owner"] != "alice" || stored["att"] != g.attempt || stored["token"] != itoa64(g.Token) ||
+		stored["exp"] != strconv.FormatInt(g.ExpiresAt.UnixMilli(), 10) {
 		t.Fatalf("lease hash %v, want alice's holding %s/%d", stored, g.attempt, g.Token)
 	}
 
@@ -81,8 +83,8 @@ func TestAcquireRenewRelease(t *testing.T) {
 	if !r.Acquired || r.Token != g.Token || !r.ExpiresAt.After(g.ExpiresAt) {
 		t.Fatalf("Renew = %+v, first grant %+v", r, g)
 	}
-	if pttl := c.PTTL(ctx, b.LeaseKey("job")).Val(); pttl <= time.Minute {
-		t.Fatalf("PTTL after renew = %v", pttl)
+	if left := holdingTTL(t, c, b, "job"); left <= time.Minute {
+		t.Fatalf("time left after renew = %v", left)
 	}
 
 	// Whatever does not name alice's holding exactly can neither renew nor
@@ -186,9 +188,7 @@ func TestExpiryFreesTheName(t *testing.T) {
 	mustBusy(t, b, "k", "bob", "alice")
 	// Let the server expire it now rather than waiting out a short TTL that
 	// a loaded machine might overrun before the checks above.
-	if err := c.PExpire(ctx, b.LeaseKey("k"), time.Millisecond).Err(); err != nil {
-		t.Fatal(err)
-	}
+	expireIn(t, c, b, "k", 0)
 	waitExpired(t, b, "k")
 	if _, err := b.Renew(ctx, g.renew(time.Second)); !isNotHeld(err) {
 		t.Fatalf("Renew after expiry: %v", err)

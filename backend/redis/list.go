@@ -26,9 +26,10 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // errStopList ends the SCAN of every node once fn has asked to stop.
 var errStopList = errors.New("list stopped")
 
-// List implements backend.Backend: SCAN over the lease hashes of names that
-// start with prefix (on every master of a Cluster), then each page's holdings
-// read with the inspect script in one pipeline. It never blocks the server for
+// List implements backend.Backend: SCAN over the records of names that start
+// with prefix (on every master of a Cluster; free names keep theirs, and are
+// left out), then each page's holdings read with the inspect script in one
+// pipeline. It never blocks the server for
 // long; like any SCAN it may miss a holding granted meanwhile or report one
 // that ended meanwhile. fn is never called concurrently, nor after List has
 // returned; it may be called on another goroutine than List's.
@@ -105,8 +106,8 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holde
 	return nil
 }
 
-// inspectPage reads the holdings of a page of lease hashes in one pipeline;
-// hashes that ended since SCAN saw them are left out.
+// inspectPage reads the holdings of a page of records in one pipeline; free
+// records, and holdings that ended since SCAN saw them, are left out.
 func (b *Backend) inspectPage(ctx context.Context, leaseKeys []string, head string) ([]backend.Holder, error) {
 	for attempt := 0; ; attempt++ {
 		p := b.client.Pipeline()

@@ -51,3 +51,36 @@ func TestListAwkwardPrefixAcrossPages(t *testing.T) {
 		}
 	}
 }
+
+// Records stay when their names are free: List and Inspect leave out a
+// released record, a revoked one and one whose holding expired, and report
+// only the live holdings beside them.
+func TestListLeavesOutFreeRecords(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	released := mustAcquire(t, b, "released", "alice", time.Minute)
+	if err := b.Release(ctx, released.release()); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, b, "revoked", "alice", time.Minute)
+	if _, removed, err := b.Revoke(ctx, "revoked", 0); err != nil || !removed {
+		t.Fatalf("Revoke: %v, %v", removed, err)
+	}
+	mustAcquire(t, b, "expired", "alice", time.Minute)
+	expireIn(t, c, b, "expired", 0)
+	live := mustAcquire(t, b, "live", "bob", time.Minute)
+	for _, k := range []string{"released", "revoked", "expired"} {
+		if c.Exists(ctx, b.LeaseKey(k)).Val() != 1 {
+			t.Fatalf("%s: no record left: the scene is wrong", k)
+		}
+		mustHolder(t, b, k, "")
+	}
+	var listed []backend.Holder
+	if err := b.List(ctx, "", func(h backend.Holder) bool { listed = append(listed, h); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 1 || listed[0].Key != "live" || listed[0].Token != live.Token {
+		t.Fatalf("List = %+v, want only bob's live holding", listed)
+	}
+}

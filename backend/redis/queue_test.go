@@ -60,9 +60,7 @@ func TestBatchAnswersQueueCallsAsSingleCalls(t *testing.T) {
 		// keeps the name for it (shortened once the head is queued).
 		mustAcquireAs(t, b, "turn", "bob", "bob-2", time.Minute)
 		mustQueue(t, b, "turn", "head", "head-1", queueReq("", 1))
-		if err := c.PExpire(ctxT(t), b.LeaseKey("turn"), time.Millisecond).Err(); err != nil {
-			t.Fatal(err)
-		}
+		expireIn(t, c, b, "turn", 0)
 		waitExpired(t, b, "turn")
 	}
 	calls := func() []backend.Call {
@@ -432,9 +430,10 @@ func TestHandOffToken(t *testing.T) {
 	h := mustAcquire(t, b, "k", "alice", time.Minute)
 	mustQueue(t, b, "k", "bob", newAttempt(), queueReq("", 1))
 	ahead := uint64(serverTime(t, c).UnixMicro()) + 1e12
-	if err := c.Set(ctx, b.TokenKey("k"), itoa64(ahead), 0).Err(); err != nil {
+	if err := c.HSet(ctx, b.LeaseKey("k"), "token", itoa64(ahead)).Err(); err != nil {
 		t.Fatal(err)
 	}
+	h.Token = ahead // the holding's token is the record's counter
 	if err := b.Release(ctx, h.release()); err != nil {
 		t.Fatal(err)
 	}
@@ -445,19 +444,22 @@ func TestHandOffToken(t *testing.T) {
 	h = mustAcquire(t, b, "bad", "alice", time.Minute)
 	carol := newAttempt()
 	mustQueue(t, b, "bad", "carol", carol, queueReq("", 1))
-	if err := c.Set(ctx, b.TokenKey("bad"), "not a token", 0).Err(); err != nil {
+	if err := c.HSet(ctx, b.LeaseKey("bad"), "token", "not a token").Err(); err != nil {
 		t.Fatal(err)
 	}
+	h.Token = 0 // whatever token: the release matches, the hand-off fails
 	var reply goredis.Error
 	if err := b.Release(ctx, h.release()); !errors.As(err, &reply) {
 		t.Fatalf("release with a bad counter = %v, want the script's error", err)
 	}
-	mustHolder(t, b, "bad", "alice")
+	if got := c.HMGet(ctx, b.LeaseKey("bad"), "owner", "att").Val(); got[0] != "alice" || got[1] != h.attempt {
+		t.Errorf("record %v after the failed release, want alice's holding", got)
+	}
 	if q := queued(t, b, "bad"); len(q) != 1 || q[0] != carol {
 		t.Errorf("queue %q after the failed release, want carol's entry", q)
 	}
-	if v := c.Get(ctx, b.TokenKey("bad")).Val(); v != "not a token" {
-		t.Errorf("counter %q, want it put back", v)
+	if v := c.HGet(ctx, b.LeaseKey("bad"), "token").Val(); v != "not a token" {
+		t.Errorf("counter %q, want it unchanged", v)
 	}
 }
 
@@ -486,8 +488,9 @@ func TestWaiterQueueOff(t *testing.T) {
 }
 
 // What the queue costs the paths that do not use it, counted by the server:
-// a free name without a queue one LINDEX more, a refusal without a queue
-// request nothing more, a release nobody waits for nothing more.
+// an unmarked free record nothing (a name without a record one LINDEX), a
+// refusal without a queue request nothing, a release nobody waits for
+// nothing; and what the record's paths cost.
 func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 	s := redistest.Start(t) // its own server: the test reads and resets its statistics
 	c := redistest.NewClient(t, s.Addr())
@@ -516,20 +519,35 @@ func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 		}
 	}
 	var h holding
-	count("acquire of a free name", map[string]int{"hmget": 1, "time": 1, "lindex": 1, "set": 1, "hset": 1, "pexpireat": 1}, func() {
+	// A name never acquired: its record is made, after a look for the older
+	// layout's counter and queue.
+	count("acquire of a name without a record", map[string]int{"hmget": 1, "time": 1, "get": 1, "lindex": 1, "hset": 1}, func() {
 		h = mustAcquire(t, b, "k", "alice", time.Minute)
 	})
-	count("refusal", map[string]int{"hmget": 1, "time": 1, "pttl": 1}, func() {
+	count("refusal", map[string]int{"hmget": 1, "time": 1}, func() {
 		mustBusy(t, b, "k", "bob", "alice")
 	})
-	count("release", map[string]int{"hmget": 1, "del": 1}, func() {
+	count("release", map[string]int{"hmget": 1, "hset": 1}, func() {
 		if err := b.Release(ctx, h.release()); err != nil {
 			t.Fatal(err)
 		}
 	})
-	h = mustAcquire(t, b, "k", "alice", time.Minute)
+	count("acquire of a free name", map[string]int{"hmget": 1, "time": 1, "hset": 1}, func() {
+		h = mustAcquire(t, b, "k", "alice", time.Minute)
+	})
+	count("the same attempt again", map[string]int{"hmget": 1, "time": 1, "hset": 1}, func() {
+		mustAcquireAs(t, b, "k", "alice", h.attempt, time.Minute)
+	})
+	count("renewal", map[string]int{"hmget": 1, "time": 1, "hset": 1}, func() {
+		if _, err := b.Renew(ctx, h.renew(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	count("inspection", map[string]int{"hmget": 1, "time": 1}, func() {
+		mustHolder(t, b, "k", "alice")
+	})
 	waitFor(t, b, "k", "bob")
-	count("release of a marked holding, no queue", map[string]int{"hmget": 1, "lindex": 1, "del": 1, "publish": 1}, func() {
+	count("release of a marked holding, no queue", map[string]int{"hmget": 1, "lindex": 1, "hset": 1, "publish": 1}, func() {
 		if err := b.Release(ctx, h.release()); err != nil {
 			t.Fatal(err)
 		}
@@ -538,14 +556,14 @@ func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 	// And what the queue's own paths cost.
 	h = mustAcquire(t, b, "k", "alice", time.Minute)
 	carol := newAttempt()
-	count("first queued refusal", map[string]int{"hmget": 2, "time": 1, "pttl": 1, "hset": 2, "llen": 1, "rpush": 1, "pexpireat": 2}, func() {
+	count("first queued refusal", map[string]int{"hmget": 2, "time": 1, "hset": 2, "llen": 1, "rpush": 1, "pexpireat": 2}, func() {
 		mustQueue(t, b, "k", "carol", carol, queueReq("", 1))
 	})
-	count("queued poll", map[string]int{"hmget": 2, "time": 1, "pttl": 1, "hset": 1}, func() {
+	count("queued poll", map[string]int{"hmget": 2, "time": 1, "hset": 1}, func() {
 		mustQueue(t, b, "k", "carol", carol, queueReq("", 2))
 	})
-	count("release handing on", map[string]int{"hmget": 1, "lindex": 1, "hget": 1, "time": 1, "set": 1, "del": 2,
-		"lpop": 1, "hdel": 1, "llen": 1, "hset": 1, "pexpireat": 1}, func() {
+	count("release handing on", map[string]int{"hmget": 1, "lindex": 1, "hget": 1, "time": 1, "del": 1,
+		"lpop": 1, "hdel": 1, "llen": 1, "hset": 1}, func() {
 		if err := b.Release(ctx, h.release()); err != nil {
 			t.Fatal(err)
 		}

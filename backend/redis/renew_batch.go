@@ -14,8 +14,8 @@ import (
 )
 
 // maxRenewChunk bounds the renewals of one renew_many call. A script blocks
-// the server while it runs, and each renewal costs it an HMGET and a
-// PEXPIREAT (about 0.5 µs each, scripts/CONTRACT.md) and a little Lua: 500
+// the server while it runs, and each renewal costs it an HMGET and an HSET
+// (about 0.5 µs each, scripts/CONTRACT.md) and a little Lua: 500
 // keep one call near half a millisecond, the order of one slow command,
 // while the costs of a call (the server's dispatch of it; the client's
 // building, writing and parsing of one command) are shared by hundreds of

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,17 +43,28 @@ func TestTokenIncreasesOnEveryNewGrantOnly(t *testing.T) {
 		}
 		last = g.Token
 	}
-	if n := c.Get(ctx, b.TokenKey("k")).Val(); n != itoa64(last) {
+	if n := counterOf(t, c, b, "k"); n != itoa64(last) {
 		t.Fatalf("counter %s, last token %d", n, last)
+	}
+	if c.Exists(ctx, b.TokenKey("k")).Val() != 0 {
+		t.Fatal("the older layout's counter key was written")
 	}
 }
 
 // token = max(counter + 1, server time in µs), whatever state the counter is
-// in: behind the clock (lost writes), ahead of it, or not a number.
+// in: behind the clock (lost writes), ahead of it, or not a number; and
+// whether it is the record's token or, for a name without a record, the
+// older layout's counter key, which the grant then carries into the record.
 func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
 	c := redistest.Client(t)
 	b := newTestBackend(t, c)
 	ctx := ctxT(t)
+	setRecordToken := func(key, token string) {
+		t.Helper()
+		if err := c.HSet(ctx, b.LeaseKey(key), "token", token).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Behind, as after a restart from an old snapshot: counter + 1 would be 6.
 	if err := c.Set(ctx, b.TokenKey("behind"), "5", 0).Err(); err != nil {
@@ -72,8 +84,27 @@ func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
 	if g := mustAcquire(t, b, "ahead", "alice", time.Minute); g.Token != ahead+1 {
 		t.Fatalf("counter %d: token %d, want %d", ahead, g.Token, ahead+1)
 	}
-	if n := c.Get(ctx, b.TokenKey("ahead")).Val(); n != itoa64(ahead+1) {
-		t.Fatalf("counter after the grant: %s", n)
+	if n := counterOf(t, c, b, "ahead"); n != itoa64(ahead+1) || c.Exists(ctx, b.TokenKey("ahead")).Val() != 0 {
+		t.Fatalf("counter after the grant: %s, the older layout's key still there: %d", n, c.Exists(ctx, b.TokenKey("ahead")).Val())
+	}
+
+	// The same in a record: behind (a free record restored from an older
+	// snapshot) and ahead.
+	g = mustAcquire(t, b, "record", "alice", time.Minute)
+	if err := b.Release(ctx, g.release()); err != nil {
+		t.Fatal(err)
+	}
+	setRecordToken("record", "5")
+	before = serverTime(t, c)
+	if g := mustAcquire(t, b, "record", "bob", time.Minute); g.Token < uint64(before.UnixMicro()) {
+		t.Fatalf("record's counter 5: token %d, want at least the server time %d µs", g.Token, before.UnixMicro())
+	} else if err := b.Release(ctx, g.release()); err != nil {
+		t.Fatal(err)
+	}
+	ahead = uint64(serverTime(t, c).UnixMicro()) + 1e12
+	setRecordToken("record", itoa64(ahead))
+	if g := mustAcquire(t, b, "record", "carol", time.Minute); g.Token != ahead+1 {
+		t.Fatalf("record's counter %d: token %d, want %d", ahead, g.Token, ahead+1)
 	}
 
 	// Not a token: a fault naming the key, and nothing granted.
@@ -89,6 +120,20 @@ func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
 		if n := c.Exists(ctx, b.LeaseKey("bad")).Val(); n != 0 || c.Get(ctx, b.TokenKey("bad")).Val() != bad {
 			t.Fatalf("counter %q: a refused grant changed the store", bad)
 		}
+		h := mustAcquire(t, b, "bad record", "alice", time.Minute)
+		if err := b.Release(ctx, h.release()); err != nil {
+			t.Fatal(err)
+		}
+		setRecordToken("bad record", bad)
+		stored := c.HGetAll(ctx, b.LeaseKey("bad record")).Val()
+		g, err = b.Acquire(ctx, backend.AcquireRequest{Key: "bad record", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute})
+		if !errors.As(err, &reply) || g.Acquired {
+			t.Fatalf("record's counter %q: %+v, %v; want a Redis error", bad, g, err)
+		}
+		if now := c.HGetAll(ctx, b.LeaseKey("bad record")).Val(); !maps.Equal(now, stored) {
+			t.Fatalf("record's counter %q: a refused grant changed the record %v to %v", bad, stored, now)
+		}
+		c.Del(ctx, b.LeaseKey("bad record"))
 	}
 }
 
@@ -153,10 +198,10 @@ func TestRestartFromOldSnapshotNeitherRepeatsTokensNorDoublesHolders(t *testing.
 	bob := mustAcquire(t, plain, "k", "bob", time.Minute)
 
 	restart(t, s, c)
-	if n := c.Get(ctx, plain.TokenKey("k")).Val(); n != itoa64(alice.Token) {
+	if n := counterOf(t, c, plain, "k"); n != itoa64(alice.Token) {
 		t.Fatalf("restored counter %s, want the snapshot's %d", n, alice.Token)
 	}
-	if n := c.Exists(ctx, plain.LeaseKey("k")).Val(); n != 0 {
+	if isHeld(t, c, plain, "k") {
 		t.Fatal("bob's lease survived the restart: the scene is wrong")
 	}
 
@@ -223,7 +268,7 @@ func TestFailoverToLaggingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAtEnd(t, br)
-	if n := rc.Get(ctx, br.TokenKey("k")).Val(); n != itoa64(alice.Token) {
+	if n := counterOf(t, rc, br, "k"); n != itoa64(alice.Token) {
 		t.Fatalf("promoted replica's counter %s, want alice's %d", n, alice.Token)
 	}
 	carol := mustAcquire(t, br, "k", "carol", time.Minute)
@@ -267,11 +312,11 @@ func TestRestartGraceHoldsBackFreeNamesOnAYoungServer(t *testing.T) {
 		if end := serverTime(t, c).Add(grace + time.Second); g.HolderExpiresAt.After(end) {
 			t.Fatalf("%s: grace ends %v, after the server's time + grace %v", k, g.HolderExpiresAt, end)
 		}
-		if n := c.Exists(ctx, plain.LeaseKey(k)).Val(); n != 0 {
+		if isHeld(t, c, plain, k) {
 			t.Fatalf("%s: a refused acquire wrote a lease", k)
 		}
 	}
-	if c.Exists(ctx, plain.TokenKey("fresh")).Val() != 0 || c.Get(ctx, plain.TokenKey("used")).Val() != itoa64(used.Token) {
+	if c.Exists(ctx, plain.LeaseKey("fresh"), plain.TokenKey("fresh")).Val() != 0 || counterOf(t, c, plain, "used") != itoa64(used.Token) {
 		t.Fatal("a refused acquire changed a counter")
 	}
 

@@ -5,10 +5,10 @@
 	-- these functions (a closure per function per run). KEYS, the entry
 	-- format and the rules: CONTRACT.md.
 	--
-	-- KEYS[1] lease hash, KEYS[2] fence counter, KEYS[3] the queue (a list
-	-- of attempts, head first), KEYS[4] the entries (a hash: attempt ->
-	-- entry text, plus 'keys exp' and 'min exp', which contain a space and
-	-- so are no attempt).
+	-- KEYS[1] the record (lease hash), KEYS[2] the older layout's fence
+	-- counter, KEYS[3] the queue (a list of attempts, head first), KEYS[4]
+	-- the entries (a hash: attempt -> entry text, plus 'keys exp' and 'min
+	-- exp', which contain a space and so are no attempt).
 
 	-- entry_of reads an entry's text; nil when it is not one (then the
 	-- entry counts as expired).
@@ -65,38 +65,37 @@
 		return false
 	end
 
-	-- new_token is max(counter + 1, now_us), written to the counter, as in
-	-- acquire.lua's grant (keep the two in step). nil and an error reply
-	-- when the counter is not a token: it is put back, nothing changes.
-	local function new_token(t)
+	-- new_token is max(counter + 1, now_us), as in acquire.lua's grant (keep
+	-- the two in step); counter is the fence counter's text or nil. nil and
+	-- an error reply when the counter is not a token: nothing changes.
+	local function new_token(t, counter)
 		local now_us = t[1] * 1000000 + t[2]
-		local token = string.format('%d', now_us)
-		local last = redis.call('SET', KEYS[2], token, 'GET')
-		if last then
-			local n = tonumber(last)
+		local n = 0
+		if counter then
+			n = tonumber(counter)
 			if not n or n >= 2^53 then
-				redis.call('SET', KEYS[2], last)
-				return nil, redis.error_reply('leasehold: fence counter ' .. KEYS[2] .. ' holds ' .. last .. ', not a token')
-			end
-			if n >= now_us then
-				token = string.format('%d', n + 1)
-				redis.call('SET', KEYS[2], token)
+				return nil, redis.error_reply('leasehold: fence counter of ' .. KEYS[1] .. ' holds ' .. counter .. ', not a token')
 			end
 		end
-		return token
+		if n >= now_us then
+			return string.format('%d', n + 1)
+		end
+		return string.format('%d', now_us)
 	end
 
 	-- hand_on ends the live holding in KEYS[1], which is marked w (a
 	-- release or a revoke), and grants the name to the live head of the
 	-- queue: a new holding of the entry's owner, attempt and metadata, a
 	-- new token, expiring after the entry's pickup window, marked w; a
-	-- HandOff is published on handoff .. notify (when
-	-- neither is ""). With no live entry the name is free, and the release
-	-- is published on channel (when not ""). t is TIME, or nil: then it is
-	-- read only when the queue has entries. Returns 2 (handed on), 1
-	-- (free), or nil and an error reply (the counter is not a token: the
-	-- holding stays).
-	local function hand_on(t, channel, name, handoff)
+	-- HandOff is published on handoff .. notify (when neither is ""). With
+	-- no live entry the name is free, and the release is published on
+	-- channel (when not ""). t is TIME, or nil: then it is read only when
+	-- the queue has entries. counter is the fence counter's text (nil for
+	-- none). old says the holding is in the older layout (a hash with an
+	-- expiry, its counter the key KEYS[2]): it goes, and a hand-off writes a
+	-- record in its place. Returns 2 (handed on), 1 (free), or nil and an
+	-- error reply (the counter is not a token: the holding stays).
+	local function hand_on(t, channel, name, handoff, counter, old)
 		local a, e
 		local now_ms
 		local first = redis.call('LINDEX', KEYS[3], 0)
@@ -106,22 +105,31 @@
 			a, e = live_head(now_ms, first)
 		end
 		if not a then
-			redis.call('DEL', KEYS[1])
+			if old then
+				redis.call('DEL', KEYS[1]) -- the counter key stays: it is this name's
+			else
+				redis.call('HSET', KEYS[1], 'owner', '', 'att', '', 'meta', '', 'w', '')
+			end
 			if channel ~= '' then
 				redis.call('PUBLISH', channel, name)
 			end
 			return 1
 		end
-		local token, err = new_token(t)
+		local token, err = new_token(t, counter)
 		if not token then
 			return nil, err
 		end
-		redis.call('DEL', KEYS[1])
 		pop_head(a)
+		if old then
+			redis.call('DEL', KEYS[1])
+			if counter then
+				redis.call('DEL', KEYS[2])
+			end
+		end
 		-- Marked like the holding it replaces: entries may remain, and the
 		-- waiters that poll without an entry still wait for the name.
-		redis.call('HSET', KEYS[1], 'owner', e.owner, 'attempt', a, 'token', token, 'meta', e.meta, 'w', '1')
-		redis.call('PEXPIREAT', KEYS[1], now_ms + e.pickup)
+		redis.call('HSET', KEYS[1], 'v', '2', 'owner', e.owner, 'att', a, 'token', token, 'meta', e.meta,
+			'exp', string.format('%d', now_ms + e.pickup), 'w', '1')
 		if handoff ~= '' and e.notify ~= '' then
 			redis.call('PUBLISH', handoff .. e.notify,
 				name .. '\0' .. e.owner .. '\0' .. a .. '\0' .. token .. '\0' .. e.poll)

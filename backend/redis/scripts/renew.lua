@@ -1,10 +1,15 @@
 -- renew: extend the holding (owner, attempt, token) to now + TTL.
--- KEYS, ARGV and replies: CONTRACT.md.
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'attempt', 'token')
-if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or cur[3] ~= ARGV[3] then
+-- KEYS, ARGV, the record and replies: CONTRACT.md.
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'att', 'token', 'exp')
+local t = redis.call('TIME')
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+local until_ms = tonumber(cur[4])
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or cur[3] ~= ARGV[3] or not until_ms or until_ms <= now_ms then
+	if until_ms and until_ms <= now_ms then
+		return {0, ''} -- what holding there is has expired: the name is free
+	end
 	return {0, cur[1] or ''}
 end
-local t = redis.call('TIME')
-local exp = t[1] * 1000 + math.floor(t[2] / 1000) + ARGV[4]
-redis.call('PEXPIREAT', KEYS[1], exp)
+local exp = now_ms + ARGV[4]
+redis.call('HSET', KEYS[1], 'exp', string.format('%d', exp))
 return {1, exp}

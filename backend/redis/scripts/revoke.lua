@@ -2,33 +2,55 @@
 -- whoever holds it, and hand it on or announce it as a release does (when it
 -- is marked w); leave a receipt naming this revoke (ARGV[5]), so that a
 -- resend of it whose first answer was lost knows it removed the holding.
--- KEYS, ARGV and replies: CONTRACT.md.
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'token', 'meta', 'w')
-if not cur[1] or (ARGV[1] ~= '0' and cur[2] ~= ARGV[1]) then
+-- KEYS, ARGV, the record and replies: CONTRACT.md.
+local t = redis.call('TIME')
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+local cur = redis.call('HMGET', KEYS[1], 'v', 'owner', 'token', 'meta', 'exp', 'w')
+-- live: a holding stands; pttl is its time left; old: in the older layout
+-- (a hash whose expiry is the deadline, its counter the key KEYS[2]).
+local live, pttl, old = false, 0, false
+if cur[1] == '2' then
+	local until_ms = tonumber(cur[5])
+	live = cur[2] ~= '' and until_ms > now_ms
+	if live then
+		pttl = until_ms - now_ms
+	end
+elseif cur[1] then
+	return redis.error_reply('leasehold: lease hash ' .. KEYS[1] .. ' has record version ' .. cur[1] .. ', which this leasehold does not know')
+elseif cur[2] then
+	live, old = true, true
+	pttl = redis.call('PTTL', KEYS[1])
+	if pttl < 0 then
+		pttl = 0
+	end
+end
+if not live or (ARGV[1] ~= '0' and cur[3] ~= ARGV[1]) then
 	local done = redis.call('HMGET', KEYS[5], 'id', 'owner', 'token', 'meta', 'expires', 'pttl')
 	if done[1] == ARGV[5] then
 		return {1, done[2], done[3], done[4], tonumber(done[5]), tonumber(done[6])}
 	end
 	return {0}
 end
-local pttl = redis.call('PTTL', KEYS[1])
-local t = redis.call('TIME')
-local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
-if cur[4] then
+if cur[6] == '1' then
 	--[[queue.lua]]
 
-	local r, err = hand_on(t, ARGV[2], ARGV[3], ARGV[4])
+	local counter = cur[3]
+	if old then
+		counter = redis.call('GET', KEYS[2]) or nil
+	end
+	local r, err = hand_on(t, ARGV[2], ARGV[3], ARGV[4], counter, old)
 	if not r then
 		return err
 	end
+elseif old then
+	redis.call('DEL', KEYS[1]) -- the counter key stays: it is this name's
 else
-	redis.call('DEL', KEYS[1])
+	-- The record stays, free, with the revoked token: it is never issued
+	-- again.
+	redis.call('HSET', KEYS[1], 'owner', '', 'att', '', 'meta', '')
 end
-if pttl < 0 then
-	pttl = 0
-end
-local token, meta = cur[2] or '0', cur[3] or ''
-redis.call('HSET', KEYS[5], 'id', ARGV[5], 'owner', cur[1], 'token', token, 'meta', meta,
+local token, meta = cur[3] or '0', cur[4] or ''
+redis.call('HSET', KEYS[5], 'id', ARGV[5], 'owner', cur[2], 'token', token, 'meta', meta,
 	'expires', now_ms + pttl, 'pttl', pttl)
 redis.call('PEXPIRE', KEYS[5], ARGV[6])
-return {1, cur[1], token, meta, now_ms + pttl, pttl}
+return {1, cur[2], token, meta, now_ms + pttl, pttl}

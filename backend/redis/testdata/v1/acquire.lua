@@ -1,0 +1,249 @@
+-- acquire: grant a name to an attempt, refresh that attempt's own holding, or
+-- report what stands in the way (marking the holding when the caller waits
+-- for it, and queueing the caller when it asks to be). KEYS, ARGV and
+-- replies: CONTRACT.md. Each redis.call costs a command dispatch and a reply
+-- conversion: the paths below make as few as they can, and the paths that
+-- need no queue run before the queue's code (and its functions) is reached.
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'attempt', 'token', 'w')
+local t = redis.call('TIME')
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+local exp = now_ms + ARGV[3]
+
+-- refusal is the reply's holding part when the caller is refused; head is
+-- the queue's first attempt when the name is free and a queue exists.
+local refusal, head
+if cur[1] then
+	if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+		-- The same attempt again (a retry after an ambiguous failure, or the
+		-- pickup of a hand-off): refresh, keep the token (and the mark).
+		redis.call('HSET', KEYS[1], 'meta', ARGV[4])
+		redis.call('PEXPIREAT', KEYS[1], exp)
+		return {1, cur[3], exp}
+	end
+	local pttl = redis.call('PTTL', KEYS[1])
+	if pttl < 0 then
+		return redis.error_reply('leasehold: lease hash ' .. KEYS[1] .. ' has no expiry; it was not written by leasehold')
+	end
+	if (ARGV[6] == '1' or ARGV[7]) and not cur[4] then
+		-- Somebody waits, or may be queued: the release of this holding
+		-- must be announced, and must look at the queue.
+		redis.call('HSET', KEYS[1], 'w', '1')
+	end
+	if not ARGV[7] then
+		return {0, cur[1], cur[3] or '0', now_ms + pttl, pttl, 0}
+	end
+	refusal = {cur[1], cur[3] or '0', now_ms + pttl, pttl}
+else
+	if ARGV[5] ~= '0' then
+		-- The lease may have been lost with the data in a restart (no
+		-- persistence, an older snapshot, the unsynced tail of the AOF):
+		-- while the server is younger than the grace its previous holder may
+		-- still believe it holds the name, so nothing is granted.
+		local grace = tonumber(ARGV[5])
+		-- LASTSAVE is the start of this process (Redis "considers the
+		-- database saved at startup") or a later successful save, in whole
+		-- seconds: this process began before LASTSAVE + 1 s. When that is
+		-- longer ago than the grace, the server is old enough without asking
+		-- INFO, which costs more than the rest of the script.
+		local saved = redis.pcall('LASTSAVE')
+		if type(saved) ~= 'number' or saved <= 0 or now_ms < saved * 1000 + 1000 + grace then
+			local info = redis.pcall('INFO', 'server')
+			if type(info) == 'table' and info.err then
+				return redis.error_reply('leasehold: the restart grace needs INFO in scripts: ' .. info.err)
+			end
+			local up_s = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+			if not up_s then
+				return redis.error_reply('leasehold: the restart grace needs uptime_in_seconds in INFO server')
+			end
+			-- uptime_in_seconds is a difference of whole seconds (it reads 1
+			-- a few ms after a start late in a second): a second more makes
+			-- this start estimate late, never early, so the grace is never
+			-- shorter than asked.
+			local grace_end = now_ms - up_s * 1000 + 1000 + grace
+			if now_ms < grace_end then
+				if not ARGV[7] then
+					return {0, '', '0', grace_end, grace_end - now_ms, 0}
+				end
+				refusal = {'', '0', grace_end, grace_end - now_ms}
+			end
+		end
+	end
+	if not refusal then
+		-- The one queue call of a free name: no queue, nothing more to do.
+		head = redis.call('LINDEX', KEYS[3], 0)
+	end
+end
+
+-- finish, set when the grant ends queue entries, removes them once the
+-- grant is certain (the counter may refuse it) and reports whether entries
+-- remain: then the new holding is marked w.
+local finish
+if refusal or head then
+	--[[queue.lua]]
+
+	local max_entries = {{MaxQueueEntries}} -- backend.MaxQueueEntries, put in by scripts.go
+
+	-- purge drops the expired entries anywhere in the queue, for the bound,
+	-- which counts live entries only; n is the queue's length. min_exp is
+	-- no later than any entry's expiry, so before it nothing is read.
+	-- Returns the length and min_exp afterwards.
+	local function purge(now_ms, n, min_exp)
+		if min_exp and now_ms < min_exp then
+			return n, min_exp
+		end
+		local all = redis.call('LRANGE', KEYS[3], 0, -1)
+		local data = redis.call('HMGET', KEYS[4], unpack(all))
+		local live, low = 0, nil
+		for i, a in ipairs(all) do
+			local e = data[i] and tonumber(string.match(data[i], '^%d+'))
+			if e and e > now_ms then
+				live = live + 1
+				if not low or e < low then
+					low = e
+				end
+			else
+				redis.call('LREM', KEYS[3], 1, a)
+				redis.call('HDEL', KEYS[4], a)
+			end
+		end
+		return live, low
+	end
+
+	-- enqueue puts the caller at the tail of the queue, or renews its live
+	-- entry where it stands (its place, and its turn if it has one), with
+	-- this request's data and poll number. Returns 1 when the caller has an
+	-- entry afterwards, 0 when the queue was full.
+	local function enqueue()
+		local ttl = tonumber(ARGV[7])
+		local e = {exp = now_ms + ttl, pickup = tonumber(ARGV[8]), turn = 0, poll = ARGV[10],
+			notify = ARGV[9], owner = ARGV[1], meta = ARGV[4]}
+		local got = redis.call('HMGET', KEYS[4], ARGV[2], 'keys exp', 'min exp')
+		local keys_exp, min_exp = tonumber(got[2]), tonumber(got[3])
+		local old = got[1] and entry_of(got[1])
+		local fields = {}
+		if old and old.exp > now_ms then
+			e.turn = old.turn
+		else
+			if got[1] then
+				-- An expired entry not met yet: it is gone, the caller queues
+				-- anew at the tail.
+				redis.call('LREM', KEYS[3], 1, ARGV[2])
+			end
+			local n = redis.call('LLEN', KEYS[3])
+			if n == 0 then
+				-- A new queue: what an old one left of its bookkeeping goes.
+				if got[2] or got[3] then
+					redis.call('DEL', KEYS[4])
+				end
+				keys_exp, min_exp = nil, nil
+			elseif n >= max_entries then
+				n, min_exp = purge(now_ms, n, min_exp)
+				if n >= max_entries then
+					if min_exp then
+						redis.call('HSET', KEYS[4], 'min exp', string.format('%d', min_exp))
+					end
+					return 0
+				end
+			end
+			if redis.call('RPUSH', KEYS[3], ARGV[2]) == 1 then
+				-- The list is new (a purge may have emptied it): it has no
+				-- expiry yet, whatever the bookkeeping says.
+				keys_exp = nil
+			end
+			if not min_exp or e.exp < min_exp then
+				min_exp = e.exp
+			end
+			fields[#fields + 1] = 'min exp'
+			fields[#fields + 1] = string.format('%d', min_exp)
+		end
+		fields[#fields + 1] = ARGV[2]
+		fields[#fields + 1] = entry_text(e)
+		local renew_keys = not keys_exp or e.exp > keys_exp
+		if renew_keys then
+			-- The keys live one entry TTL past the latest entry's expiry, so
+			-- that the polls in between need not extend them.
+			keys_exp = e.exp + ttl
+			fields[#fields + 1] = 'keys exp'
+			fields[#fields + 1] = string.format('%d', keys_exp)
+		end
+		redis.call('HSET', KEYS[4], unpack(fields))
+		if renew_keys then
+			redis.call('PEXPIREAT', KEYS[3], keys_exp)
+			redis.call('PEXPIREAT', KEYS[4], keys_exp)
+		end
+		return 1
+	end
+
+	if refusal then
+		-- Refused by a holding or by the restart grace: queued if asked.
+		return {0, refusal[1], refusal[2], refusal[3], refusal[4], enqueue()}
+	end
+
+	-- The name is free and a queue exists: the live head has the turn.
+	local a, e = live_head(now_ms, head)
+	if a and a ~= ARGV[2] then
+		if e.turn == 0 then
+			-- The first acquire to find the name free with this head: its
+			-- turn starts now.
+			e.turn = now_ms
+			redis.call('HSET', KEYS[4], a, entry_text(e))
+		end
+		local turn_end = e.turn + e.pickup
+		if now_ms < turn_end then
+			local queued = 0
+			if ARGV[7] then
+				queued = enqueue()
+			end
+			return {0, '', '0', turn_end, turn_end - now_ms, queued}
+		end
+		-- The head let its turn pass: it leaves the queue, and the caller's
+		-- own entry (if any) goes with the grant.
+		finish = function()
+			redis.call('LPOP', KEYS[3])
+			redis.call('HDEL', KEYS[4], a)
+			if redis.call('HDEL', KEYS[4], ARGV[2]) == 1 then
+				redis.call('LREM', KEYS[3], 1, ARGV[2])
+			end
+			if redis.call('LLEN', KEYS[3]) > 0 then
+				return true
+			end
+			redis.call('DEL', KEYS[4])
+			return false
+		end
+	elseif a then
+		-- The caller is the head: granted, out of the queue.
+		finish = function()
+			return pop_head(a)
+		end
+	end
+end
+
+-- A new holding. token = max(counter + 1, now_us): a counter that went back
+-- with lost writes cannot repeat a token, because the clock has moved past
+-- them all. Tokens are integers below 2^53, exact as Lua numbers; the
+-- decimal text is made once ('%d', cheaper than Redis's own conversion of a
+-- number argument, which this token would go through twice). The counter is
+-- written first (SET ... GET: one call where the clock is ahead of it, which
+-- is nearly always) and corrected when it was not. (queue.lua's new_token
+-- does the same for hand-offs: keep the two in step.)
+local now_us = t[1] * 1000000 + t[2]
+local token = string.format('%d', now_us)
+local last = redis.call('SET', KEYS[2], token, 'GET')
+if last then
+	local n = tonumber(last)
+	if not n or n >= 2^53 then
+		redis.call('SET', KEYS[2], last) -- put it back: fail, change nothing
+		return redis.error_reply('leasehold: fence counter ' .. KEYS[2] .. ' holds ' .. last .. ', not a token')
+	end
+	if n >= now_us then
+		token = string.format('%d', n + 1)
+		redis.call('SET', KEYS[2], token)
+	end
+end
+if finish and finish() then
+	redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'attempt', ARGV[2], 'token', token, 'meta', ARGV[4], 'w', '1')
+else
+	redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'attempt', ARGV[2], 'token', token, 'meta', ARGV[4])
+end
+redis.call('PEXPIREAT', KEYS[1], exp)
+return {1, token, exp}

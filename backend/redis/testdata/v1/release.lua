@@ -1,0 +1,30 @@
+-- release: end the holding of (owner, attempt, and token unless "0"); when it
+-- is marked w (somebody waits, or the queue may hold entries), hand the name
+-- to the head of the queue, or announce the release so that waiters wake at
+-- once. A release that matches no holding takes the attempt out of the queue
+-- (a waiter leaving). KEYS, ARGV and replies: CONTRACT.md.
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'attempt', 'token', 'w')
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or (ARGV[3] ~= '0' and cur[3] ~= ARGV[3]) then
+	-- Not this attempt's holding: its queue entry, if any, goes (the owner
+	-- is the entry's sixth field).
+	local d = redis.call('HGET', KEYS[4], ARGV[2])
+	if d and string.match(d, '^%d+%z%d+%z%d+%z%d+%z[^%z]*%z([^%z]*)%z') == ARGV[1] then
+		redis.call('HDEL', KEYS[4], ARGV[2])
+		redis.call('LREM', KEYS[3], 1, ARGV[2])
+	end
+	return 0
+end
+if not cur[4] then
+	-- Nobody waits and the queue is empty: nothing else to do.
+	redis.call('DEL', KEYS[1])
+	return 1
+end
+do
+	--[[queue.lua]]
+
+	local r, err = hand_on(nil, ARGV[4], ARGV[5], ARGV[6])
+	if not r then
+		return err
+	end
+	return r
+end
