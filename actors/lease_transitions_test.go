@@ -513,6 +513,9 @@ func (b *scriptedBackend) RenewBatch(ctx context.Context, rs []backend.RenewRequ
 func (b *scriptedBackend) Inspect(context.Context, string) (backend.Holder, bool, error) {
 	return backend.Holder{}, false, errors.ErrUnsupported
 }
+func (b *scriptedBackend) Holders(context.Context, string) ([]backend.Holder, error) {
+	return nil, errors.ErrUnsupported
+}
 func (b *scriptedBackend) List(context.Context, string, func(backend.Holder) bool) error {
 	return errors.ErrUnsupported
 }
