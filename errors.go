@@ -41,7 +41,19 @@ var (
 	// backend's latency used the whole TTL up. The grant is released and
 	// Acquire fails; use a longer TTL.
 	ErrTTLTooShort error = lease.ErrTTLTooShort
+
+	// ErrLimitMismatch: an Acquire with WithLimit(n) (no WithLimit: 1) on a
+	// name whose live holdings were granted under another limit. Every
+	// holder of a name must use the same limit; the store refused the
+	// attempt and changed nothing. The error is a *LimitMismatchError,
+	// naming both limits.
+	ErrLimitMismatch error = lease.ErrLimitMismatch
 )
+
+// LimitMismatchError is the ErrLimitMismatch of one Acquire: Limit is the
+// Acquire's, HeldLimit that of the name's live holdings (1: exclusive).
+// Match it with errors.As; errors.Is(err, ErrLimitMismatch) matches too.
+type LimitMismatchError = lease.LimitMismatchError
 
 // NotAcquiredError is the ErrNotAcquired a busy lease returns; it says who held
 // it when the wait ran out. errors.Is(err, ErrNotAcquired) matches it.
@@ -52,9 +64,18 @@ type NotAcquiredError struct {
 	// HolderExpiresAt is when the holder's lease ends unless renewed, on the
 	// backend's clock (zero if unknown).
 	HolderExpiresAt time.Time
+	// Limit is the Acquire's WithLimit, when above 1: every slot was taken
+	// (Holder is then the holding that ends first).
+	Limit int
 }
 
 func (e *NotAcquiredError) Error() string {
+	if e.Limit > 1 {
+		if e.Holder == "" {
+			return fmt.Sprintf("leasehold: lease %q not acquired: no free slot of %d for this waiter", e.Name, e.Limit)
+		}
+		return fmt.Sprintf("leasehold: lease %q not acquired: all %d slots held; the first to end is %q's, until %s", e.Name, e.Limit, e.Holder, e.HolderExpiresAt.Format(time.RFC3339Nano))
+	}
 	if e.Holder == "" {
 		return fmt.Sprintf("leasehold: lease %q not acquired: held by another owner", e.Name)
 	}

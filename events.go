@@ -38,6 +38,9 @@ type LeaseInfo struct {
 	Token     uint64
 	ExpiresAt time.Time
 	Metadata  string
+	// Limit is the limit the holding was granted under (WithLimit; 1:
+	// exclusive).
+	Limit int
 }
 
 // Subscription receives LostEvents. Close it when no longer needed.

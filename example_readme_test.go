@@ -63,3 +63,48 @@ func Example_atAGlance() {
 	// working on invoice-archive with fencing token 2
 	// done: <nil>
 }
+
+// The README's WithLimit block, verbatim between the markers.
+func Example_withLimit() {
+	ctx := context.Background()
+	m, _ := leasehold.New(memory.New(), leasehold.WithOwner("render-1"))
+	defer m.Close(ctx)
+	for range 3 { // three holders already
+		if _, err := m.Acquire(ctx, "gpu-pool", leasehold.WithLimit(3)); err != nil {
+			panic(err)
+		}
+	}
+	run := func() error {
+		// README: WithLimit
+		l, err := m.Acquire(ctx, "gpu-pool", leasehold.WithLimit(3), // up to 3 holders at once, across every Manager
+			leasehold.WithWait(10*time.Millisecond))
+		var mismatch *leasehold.LimitMismatchError
+		switch {
+		case errors.Is(err, leasehold.ErrNotAcquired): // all 3 slots stayed taken: a normal outcome
+			return err
+		case errors.As(err, &mismatch): // another holder uses another limit: a bug to fix
+			return err
+		case err != nil:
+			return err
+		}
+		defer l.Release(context.WithoutCancel(ctx)) // hands the slot to the first waiter at once
+		// end README
+		return nil
+	}
+	var busy *leasehold.NotAcquiredError
+	if err := run(); errors.As(err, &busy) {
+		fmt.Println("busy: the first of", busy.Limit, "slots to end is", busy.Holder+"'s")
+	}
+	hs, _ := m.Holders(ctx, "gpu-pool") // every holding, whoever holds it, by token
+	for _, h := range hs {
+		fmt.Println(h.Owner, h.Token, h.Limit)
+	}
+	_, err := m.Acquire(ctx, "gpu-pool", leasehold.WithLimit(4))
+	fmt.Println(err)
+	// Output:
+	// busy: the first of 3 slots to end is render-1's
+	// render-1 1 3
+	// render-1 2 3
+	// render-1 3 3
+	// leasehold: acquire "gpu-pool" with limit 4: its live holdings were granted with limit 3 (every holder of a name must use the same limit)
+}

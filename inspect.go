@@ -25,5 +25,29 @@ func (m *Manager) Inspect(ctx context.Context, name string) (info LeaseInfo, hel
 		}
 		return LeaseInfo{}, false, err
 	}
-	return LeaseInfo{Name: name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt, Metadata: h.Metadata}, true, nil
+	return LeaseInfo{Name: name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt, Metadata: h.Metadata, Limit: max(h.Limit, 1)}, true, nil
+}
+
+// Holders asks the backend for every live holding of name, whoever holds
+// it, in token order: one at most for an exclusive lease, up to its limit
+// for one acquired WithLimit (Inspect answers only the one that ends first).
+// None when nobody holds it. Bad names get ErrInvalidName before any backend
+// call; like Inspect, it changes nothing.
+func (m *Manager) Holders(ctx context.Context, name string) ([]LeaseInfo, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	key, err := m.keyOf(name)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := m.b.Holders(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: holders of %q: %w", name, err)
+	}
+	out := make([]LeaseInfo, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, LeaseInfo{Name: name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt, Metadata: h.Metadata, Limit: max(h.Limit, 1)})
+	}
+	return out, nil
 }

@@ -83,7 +83,7 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	reply := make(chan error, 1)
-	if !l.m.engine.Send(l.h.Key, &messages.Renew{Key: l.h.Key, Token: l.h.Token, TTL: ttl, Reply: reply}, false) {
+	if !l.m.engine.Send(l.h.Route, &messages.Renew{Key: l.h.Key, Token: l.h.Token, TTL: ttl, Reply: reply}, false) {
 		return l.endedErr()
 	}
 	select {
@@ -113,7 +113,7 @@ func (l *Lease) StopRenewing(ctx context.Context) error {
 		return err
 	}
 	reply := make(chan error, 1)
-	if !l.m.engine.Send(l.h.Key, &messages.StopRenewing{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
+	if !l.m.engine.Send(l.h.Route, &messages.StopRenewing{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
 		return l.endedErr()
 	}
 	select {
@@ -142,7 +142,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil // already ended: released, lost or closed
 	}
 	reply := releaseReplies.Get().(chan error)
-	if !l.m.engine.Send(l.h.Key, &messages.Release{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
+	if !l.m.engine.Send(l.h.Route, &messages.Release{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
 		releaseReplies.Put(reply)
 		return nil // its actor is gone, and with it the holding (Close)
 	}

@@ -38,7 +38,7 @@ func (m *Manager) List(ctx context.Context, prefix string) ([]LeaseInfo, error) 
 		if m.normalizer == nil {
 			name = strings.TrimPrefix(h.Key, m.prefix)
 		}
-		out = append(out, LeaseInfo{Name: name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt, Metadata: h.Metadata})
+		out = append(out, LeaseInfo{Name: name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt, Metadata: h.Metadata, Limit: max(h.Limit, 1)})
 		return true
 	})
 	if err != nil {

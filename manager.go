@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +37,10 @@ type Manager struct {
 	ownSystem bool
 	engine    *actors.Engine
 
-	closed    atomic.Bool
+	closed atomic.Bool
+	// holdings numbers the acquires with a limit above 1, each routed to a
+	// lease actor of its own.
+	holdings  atomic.Uint64
 	closeDone chan struct{}
 	closeErr  error
 
@@ -137,6 +141,11 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 	if err := m.info.CheckTTL(c.ttl); err != nil {
 		return nil, fmt.Errorf("%w: acquire %q: %w", ErrInvalidOption, name, err)
 	}
+	if c.limit > 1 {
+		if err := m.info.CheckLimit(c.limit); err != nil {
+			return nil, fmt.Errorf("%w: acquire %q: %w", ErrInvalidOption, name, err)
+		}
+	}
 	key, err := m.keyOf(name)
 	if err != nil {
 		return nil, err
@@ -144,15 +153,19 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	route := key
+	if c.limit > 1 { // a lease actor of its own (actors.RouteKey)
+		route = actors.RouteKey(key, strconv.FormatUint(m.holdings.Add(1), 36))
+	}
 	// The command and its ticket in one allocation, the reply channel
 	// reused: an acquire is the hot path.
 	call := &acquireCall{}
 	reply := acquireReplies.Get().(chan messages.AcquireReply)
 	call.msg = messages.Acquire{
 		Name: name, Key: key, TTL: c.ttl, RenewEvery: c.renewEvery, AutoRenew: c.autoRenew,
-		Metadata: c.metadata, Wait: c.wait, Ctx: ctx, Ticket: &call.ticket, Reply: reply,
+		Metadata: c.metadata, Wait: c.wait, Limit: c.limit, Ctx: ctx, Ticket: &call.ticket, Reply: reply,
 	}
-	if !m.engine.Send(key, &call.msg, true) {
+	if !m.engine.Send(route, &call.msg, true) {
 		acquireReplies.Put(reply)
 		return nil, ErrClosed
 	}
@@ -162,7 +175,7 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 	case <-ctx.Done():
 		if call.ticket.Abandon() {
 			// The lease actor still answers on reply: it is not reused.
-			m.engine.Send(key, &messages.CancelWait{Key: key, Ticket: &call.ticket}, false)
+			m.engine.Send(route, &messages.CancelWait{Key: key, Ticket: &call.ticket}, false)
 			return nil, ctx.Err()
 		}
 		r = <-reply // granted just now: the reply is on its way
@@ -177,6 +190,8 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 		l := &Lease{m: m, h: r.Holding}
 		r.Holding.SetHandle(l)
 		return l, nil
+	case errors.Is(r.Err, ErrNotAcquired) && c.limit > 1:
+		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt, Limit: c.limit}
 	case errors.Is(r.Err, ErrNotAcquired):
 		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt}
 	default:
@@ -244,7 +259,8 @@ func (m *Manager) Subscribe(buffer int) *Subscription {
 	return s
 }
 
-// Held lists the leases this Manager holds now, sorted by name.
+// Held lists the leases this Manager holds now, sorted by name (the
+// holdings of one name under a limit above 1 each, by token).
 func (m *Manager) Held() []LeaseInfo {
 	hs := m.engine.Holdings()
 	out := make([]LeaseInfo, 0, len(hs))
@@ -252,9 +268,11 @@ func (m *Manager) Held() []LeaseInfo {
 		if h.Err() != nil {
 			continue // its local deadline passed; the lease actor has yet to notice
 		}
-		out = append(out, LeaseInfo{Name: h.Name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt(), Metadata: h.Metadata})
+		out = append(out, LeaseInfo{Name: h.Name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt(), Metadata: h.Metadata, Limit: h.Limit})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Name < out[j].Name || (out[i].Name == out[j].Name && out[i].Token < out[j].Token)
+	})
 	return out
 }
 

@@ -140,6 +140,7 @@ type acquireConfig struct {
 	renewEvery time.Duration // 0: TTL/3
 	autoRenew  bool
 	metadata   string
+	limit      int // 1: exclusive
 	err        error
 }
 
@@ -203,9 +204,32 @@ func WithMetadata(s string) AcquireOption {
 	}
 }
 
+// MaxLimit (1024) is the largest WithLimit: the most holders one name may
+// have at once (backend.MaxLimit). A backend may grant fewer
+// (backend.Info.MaxLimit).
+const MaxLimit = backend.MaxLimit
+
+// WithLimit lets up to n holdings of the name be live at once, as a fenced
+// semaphore: each Acquire with WithLimit(n) that is granted is a lease of
+// its own (its own token, renewals, local deadline, loss, Release), and
+// tokens increase across all of them. n = 1, the default, is the exclusive
+// lease. n must be within [1, MaxLimit] and within the backend's own
+// Info.MaxLimit (else ErrInvalidOption, before any backend call); every
+// holder of a name must use the same n (else ErrLimitMismatch). A
+// Manager's own Acquires of the name each take a slot: with a limit there
+// is no "this Manager holds it already". See docs/semaphores.md.
+func WithLimit(n int) AcquireOption {
+	return func(c *acquireConfig) {
+		if n < 1 || n > MaxLimit {
+			c.fail(fmt.Errorf("%w: WithLimit(%d): must be within [1, %d]", ErrInvalidOption, n, MaxLimit))
+		}
+		c.limit = n
+	}
+}
+
 // acquireOptions applies opts over the defaults and checks them together.
 func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
-	c := acquireConfig{ttl: DefaultTTL, autoRenew: true}
+	c := acquireConfig{ttl: DefaultTTL, autoRenew: true, limit: 1}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)

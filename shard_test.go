@@ -34,6 +34,10 @@ func (s *shardedStore) Inspect(ctx context.Context, key string) (backend.Holder,
 	return s.mem.Inspect(ctx, key)
 }
 
+func (s *shardedStore) Holders(ctx context.Context, key string) ([]backend.Holder, error) {
+	return s.mem.Holders(ctx, key)
+}
+
 func (s *shardedStore) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	return s.mem.List(ctx, prefix, fn)
 }

@@ -65,7 +65,7 @@ type leaseActor struct {
 }
 
 func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
-	return &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.Key(), immediate: e.Config().Inline(),
+	return &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.StoreKey(), immediate: e.Config().Inline(),
 		clock: e.AlarmsFor(en.Key()), renewer: e.Renewer()}
 }
 

@@ -43,6 +43,7 @@ type current struct {
 func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, handOff bool) {
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
 	h.AutoRenew = m.AutoRenew
+	h.Route, h.Limit = a.entry.Key(), max(m.Limit, 1)
 	a.cur = &current{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, handOff: handOff,
 		next: engine.NewRenewal()}
 	a.state = held

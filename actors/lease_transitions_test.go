@@ -119,6 +119,19 @@ func TestLeaseTransitions(t *testing.T) {
 			{from: releasing, event: answer(backend.OpRelease, backend.Grant{}, nil), to: idle},
 			{from: idle, event: advance(time.Minute), to: idle}, // no poll
 		}},
+		{name: "a refusal under another limit answers at once and leaves the store's queue", queue: true, rows: []row{
+			{from: idle, event: acquire("a", 10*time.Minute), calls: ops(backend.OpAcquire), to: acquiring},
+			{from: acquiring, event: answer(backend.OpAcquire, queuedBehind("other"), nil), to: polling},
+			{from: polling, event: advance(5 * time.Second), calls: ops(backend.OpAcquire), to: acquiring},
+			{from: acquiring, event: answer(backend.OpAcquire, heldUnder(2), nil), calls: ops(backend.OpRelease), replies: acquireFailed("a", messages.ErrLimitMismatch), to: releasing},
+			{from: releasing, event: answer(backend.OpRelease, backend.Grant{}, nil), to: idle},
+			{from: idle, event: advance(time.Minute), to: idle}, // no poll
+		}},
+		{name: "a limit the store cannot grant is refused before any call", rows: []row{
+			{from: idle, event: acquireLimit("a", time.Minute, 2), replies: acquireFailed("a", messages.ErrInvalidOption), to: idle},
+			{from: idle, event: acquire("b", 0), calls: ops(backend.OpAcquire), to: acquiring},
+			{from: acquiring, event: answer(backend.OpAcquire, busy("other"), nil), replies: refused("b", "other"), to: idle},
+		}},
 		{name: "wait timeouts", rows: []row{
 			{from: idle, event: acquire("a", 2*time.Second), calls: ops(backend.OpAcquire), to: acquiring},
 			{from: acquiring, event: acquire("b", time.Second), to: acquiring},
@@ -173,6 +186,19 @@ func acquire(who string, wait time.Duration) event {
 		r.acquires[who] = reply
 		r.tickets[who] = new(lease.Ticket)
 		r.send(&messages.Acquire{Name: r.key, Key: r.key, TTL: 10 * time.Second, Wait: wait,
+			Ctx: context.Background(), Ticket: r.tickets[who], Reply: reply})
+		return nil
+	}}
+}
+
+// acquireLimit is acquire with Limit n, sent (as the exclusive lease's
+// would be) to the rig's key.
+func acquireLimit(who string, wait time.Duration, n int) event {
+	return event{fmt.Sprintf("Acquire %s with limit %d", who, n), func(r *leaseRig) error {
+		reply := make(chan messages.AcquireReply, 1)
+		r.acquires[who] = reply
+		r.tickets[who] = new(lease.Ticket)
+		r.send(&messages.Acquire{Name: r.key, Key: r.key, TTL: 10 * time.Second, Wait: wait, Limit: n,
 			Ctx: context.Background(), Ticket: r.tickets[who], Reply: reply})
 		return nil
 	}}
@@ -256,6 +282,11 @@ func busy(holder string) backend.Grant { return backend.Grant{Holder: holder, Ho
 // queuedBehind is a refusal that queued the attempt on the store.
 func queuedBehind(holder string) backend.Grant {
 	return backend.Grant{Holder: holder, HolderToken: 1, HolderExpiresIn: time.Minute, Queued: true}
+}
+
+// heldUnder is a refusal because the key's live holdings have limit n.
+func heldUnder(n int) backend.Grant {
+	return backend.Grant{Holder: "other", HolderToken: 1, HolderExpiresIn: time.Minute, HeldLimit: n}
 }
 
 func busyFor(holder string, left time.Duration) backend.Grant {
@@ -512,6 +543,9 @@ func (b *scriptedBackend) RenewBatch(ctx context.Context, rs []backend.RenewRequ
 }
 func (b *scriptedBackend) Inspect(context.Context, string) (backend.Holder, bool, error) {
 	return backend.Holder{}, false, errors.ErrUnsupported
+}
+func (b *scriptedBackend) Holders(context.Context, string) ([]backend.Holder, error) {
+	return nil, errors.ErrUnsupported
 }
 func (b *scriptedBackend) List(context.Context, string, func(backend.Holder) bool) error {
 	return errors.ErrUnsupported

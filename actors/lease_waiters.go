@@ -54,6 +54,10 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 		m.Reply <- messages.AcquireReply{Err: messages.ErrClosed}
 		return
 	}
+	if err := a.checkLimit(m); err != nil {
+		m.Reply <- messages.AcquireReply{Err: err}
+		return
+	}
 	a.unconfDue = true // confirm an earlier release is gone before acquiring again
 	if m.Wait == 0 && (a.state.holds() || a.state == acquiring || len(a.waiters) > 0) {
 		// One attempt, and this Manager already holds the key or a waiter
@@ -95,6 +99,7 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 		a.state = acquiring
 		req := backend.AcquireRequest{
 			Key: a.key, Owner: a.cfg.Owner, Attempt: w.attempt, TTL: w.m.TTL, Metadata: w.m.Metadata, Wait: w.m.Wait != 0,
+			Limit: w.m.Limit,
 		}
 		if a.cfg.Queue() && req.Wait {
 			req.Queue = a.queueRequest(w)
@@ -137,6 +142,17 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			return
 		}
 		m.Reply <- messages.AcquireReply{Err: err}
+
+	case !r.Grant.Acquired && r.Grant.HeldLimit != 0:
+		// Held under another limit: refused before anything changed, and
+		// no wait can change it while those holdings stand. An entry an
+		// earlier poll left in the store's queue is taken out (leave).
+		err := error(&messages.LimitMismatchError{Name: m.Name, Limit: max(m.Limit, 1), HeldLimit: r.Grant.HeldLimit})
+		if shut {
+			err = messages.ErrClosed
+		}
+		a.answerObservers(messages.AcquireReply{Err: err})
+		a.leave(a.removeAt(0)).m.Reply <- messages.AcquireReply{Err: err}
 
 	case !r.Grant.Acquired:
 		a.busy = busyInfo{holder: r.Grant.Holder, expiresAt: r.Grant.HolderExpiresAt}

@@ -45,12 +45,16 @@ type Info struct {
 	// changes, so that a TTL the store would refuse never shortens a lease.
 	TTLUnit time.Duration
 	MinTTL  time.Duration
+	// MaxLimit is the largest AcquireRequest.Limit the store grants (at
+	// most backend.MaxLimit; 0 or 1: exclusive holdings only). The engine
+	// refuses a larger limit before any call (the rules: limit.go).
+	MaxLimit int
 }
 
 // Backend is a lease store. Implementations must be safe for concurrent use.
 //
 // Every backend has every method. Acquire, Renew, RenewBatch, Release,
-// Inspect, List, Revoke and Close are what every store does; Batch,
+// Inspect, Holders, List, Revoke and Close are what every store does; Batch,
 // WatchReleases, WatchHandOffs and Shard are what a store may do well, and
 // the engine uses them only when Info declares it (Batches,
 // AnnouncesReleases, HandOffNotices, Sharded). A backend embeds Unsupported
@@ -114,6 +118,11 @@ type Backend interface {
 	// Inspect returns the live holding of key; held is false when nobody
 	// holds it (never granted, released or expired).
 	Inspect(ctx context.Context, key string) (h Holder, held bool, err error)
+
+	// Holders returns every live holding of key, in token order (none when
+	// nobody holds it). A store of exclusive holdings only (Info.MaxLimit
+	// below 2) can answer with HoldersFromInspect.
+	Holders(ctx context.Context, key string) ([]Holder, error)
 
 	// List calls fn with every live holding whose key starts with prefix
 	// ("" lists all), until fn returns false, without blocking the store
@@ -192,6 +201,10 @@ type AcquireRequest struct {
 	// Queue, on a store whose Info says Queue, keeps this attempt in the
 	// key's waiter queue while it is refused (only with Wait).
 	Queue QueueRequest
+	// Limit is how many live holdings the key may have at once (0 or 1: an
+	// exclusive holding). Only a store whose Info.MaxLimit is at least
+	// Limit is sent a Limit above 1 (limit.go).
+	Limit int
 }
 
 // RenewRequest extends one holding.
@@ -238,6 +251,11 @@ type Grant struct {
 	// the key's waiter queue after this call (a Queue store, a request with
 	// AcquireRequest.Queue, a queue not full).
 	Queued bool
+	// HeldLimit, when not Acquired and not 0, is the limit the key's live
+	// holdings were granted under, which differs from the request's: the
+	// store refused the attempt for that alone, queued nothing and changed
+	// nothing (limit.go).
+	HeldLimit int
 }
 
 // ErrNotHeld is returned (wrapped) by Renew when the holding no longer exists.

@@ -110,6 +110,9 @@ type Holder struct {
 	// store measured it.
 	ExpiresIn time.Duration
 	Metadata  string
+	// Limit is the limit the holding was granted under: 1 for an
+	// exclusive holding (0 from a store that does not say: exclusive too).
+	Limit int
 }
 
 // ErrRevokeUnconfirmed is returned (wrapped) by Revoke when the answer to a

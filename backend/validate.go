@@ -137,6 +137,9 @@ func (r AcquireRequest) Validate() error {
 	if err := CheckMetadata(r.Metadata); err != nil {
 		return err
 	}
+	if err := CheckLimit(r.Limit); err != nil {
+		return err
+	}
 	return r.Queue.validate(r.Wait)
 }
 

@@ -154,6 +154,10 @@ func (w *wrapped) WatchHandOffs(ctx context.Context, addr string, fn func(HandOf
 	return w.inner.WatchHandOffs(ctx, addr, fn, ready)
 }
 
+func (w *wrapped) Holders(ctx context.Context, key string) ([]Holder, error) {
+	return w.inner.Holders(ctx, key)
+}
+
 func (w *wrapped) Inspect(ctx context.Context, key string) (Holder, bool, error) {
 	return w.inner.Inspect(ctx, key)
 }

@@ -26,7 +26,7 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 	s := &suite{newBackend: newBackend, short: o.TTL(shortTTL), tiny: o.TTL(tinyTTL), patience: o.Stretch(patience), often: o.Stretch(often),
 		blackhole: o.Blackhole}
 	// The group names are those the rows had in backendtest (the docs cite
-	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue), so
+	// Identity/… rows); none is one of backendtest's (Backend, Inspect, Queue, Limit), so
 	// both suites can run under one test.
 	groups := []struct {
 		name  string
@@ -36,6 +36,7 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 		{"Observe", s.observeCases()},   // health check and metrics
 		{"Identity", s.identityCases()}, // holdings, tokens, Close
 		{"HandOff", s.queueCases()},     // the store's waiter queue, from the Managers' side
+		{"WithLimit", s.limitCases()},   // names with several holders
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -22,7 +22,12 @@ type Acquire struct {
 	AutoRenew  bool
 	Metadata   string
 	// Wait: 0 one attempt; >0 wait up to this long; WaitForever until Ctx ends.
-	Wait   time.Duration
+	Wait time.Duration
+	// Limit is how many holdings of Key may be live at once (0 or 1:
+	// exclusive). An Acquire with a Limit above 1 must be sent to a lease
+	// actor of its own, under a route key made with actors.RouteKey: each holding
+	// of such a key is its own actor's.
+	Limit  int
 	Ctx    context.Context // the caller's; its end abandons the wait
 	Ticket *Ticket
 	Reply  chan<- AcquireReply

@@ -43,7 +43,16 @@ const (
 	// actor no longer has (it ended while the command was on its way); the
 	// caller then reports how its handle ended.
 	ErrStale = lease.ErrStale
+
+	// ErrLimitMismatch: an Acquire's Limit differs from the one the key's
+	// live holdings were granted under (as *LimitMismatchError); nothing
+	// was done.
+	ErrLimitMismatch = lease.ErrLimitMismatch
 )
+
+// LimitMismatchError is the ErrLimitMismatch of one Acquire, naming both
+// limits.
+type LimitMismatchError = lease.LimitMismatchError
 
 // Released is the error a holding ends with when its owner releases it
 // (wrapping ErrReleased). It is built on every release, so it formats only

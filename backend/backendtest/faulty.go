@@ -219,6 +219,14 @@ func (f *Faulty) Inspect(ctx context.Context, key string) (backend.Holder, bool,
 	return f.B.Inspect(ctx, key)
 }
 
+// Holders passes through (see Inspect).
+func (f *Faulty) Holders(ctx context.Context, key string) ([]backend.Holder, error) {
+	if f.Stall.Load() {
+		return nil, f.block(ctx)
+	}
+	return f.B.Holders(ctx, key)
+}
+
 // List passes through (see Inspect).
 func (f *Faulty) List(ctx context.Context, prefix string, fn func(backend.Holder) bool) error {
 	if f.Stall.Load() {

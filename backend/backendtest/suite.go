@@ -75,6 +75,7 @@ func RunWith(t *testing.T, o Options, newBackend func(t *testing.T) backend.Back
 		{"Backend", s.backendCases()}, // the Backend contract itself
 		{"Inspect", s.inspectCases()}, // Inspect, List, Revoke
 		{"Queue", s.queueCases()},     // the waiter queue and the hand-off
+		{"Limit", s.limitCases()},     // keys with several holders
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -47,6 +47,7 @@ type shard struct {
 	mu       sync.Mutex
 	leases   map[string]*entry
 	queues   map[string]*waitQueue // keys somebody waits for (queue.go)
+	sems     map[string]*semaphore // keys held under a limit above 1 (semaphore.go)
 	acquires int
 	peak     int // most leases held at once since the map was made
 	_        [32]byte
@@ -88,6 +89,7 @@ func New(opts ...Option) *Backend {
 	for i := range b.shards {
 		b.shards[i].leases = map[string]*entry{}
 		b.shards[i].queues = map[string]*waitQueue{}
+		b.shards[i].sems = map[string]*semaphore{}
 	}
 	return b
 }
@@ -97,10 +99,10 @@ func (b *Backend) shard(key string) *shard {
 }
 
 // Info reports Name "memory", ProcessLocal, Queue, Inline (no call waits on
-// I/O), AnnouncesReleases and HandOffNotices.
+// I/O), AnnouncesReleases, HandOffNotices and MaxLimit backend.MaxLimit.
 func (b *Backend) Info() backend.Info {
 	return backend.Info{Name: "memory", ProcessLocal: true, Queue: true, Inline: true,
-		AnnouncesReleases: true, HandOffNotices: true}
+		AnnouncesReleases: true, HandOffNotices: true, MaxLimit: backend.MaxLimit}
 }
 
 // Acquire grants r.Key when it is free or expired, or refreshes the live
@@ -117,6 +119,9 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if s.acquires%sweepEvery == 0 {
 		s.sweepLocked(now)
 	}
+	if r.Limit > 1 {
+		return b.acquireSemLocked(s, r, now), nil
+	}
 	e := s.leases[r.Key]
 	switch {
 	case e != nil && now.Before(e.expires) && (e.attempt != r.Attempt || e.owner != r.Owner):
@@ -126,6 +131,11 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	case e != nil && now.Before(e.expires): // the same attempt again: refresh, keep token
 		e.expires, e.metadata = now.Add(r.TTL), r.Metadata
 	default:
+		if m := s.liveSemLocked(r.Key, now); m != nil { // held under a limit above 1
+			g := m.refusal(now)
+			g.HeldLimit = m.limit
+			return g, nil
+		}
 		if turn := s.turnLocked(r.Key, r, now); turn > 0 { // the head waiter's turn
 			queued := s.enqueueLocked(r.Key, r, now)
 			return backend.Grant{HolderExpiresAt: now.Add(turn), HolderExpiresIn: turn, Queued: queued}, nil
@@ -173,6 +183,9 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 func (s *shard) renewLocked(now time.Time, r backend.RenewRequest) (backend.Grant, error) {
 	e := s.leases[r.Key]
 	if e == nil || !e.is(r.Owner, r.Attempt, r.Token) || !now.Before(e.expires) {
+		if g, ok := s.renewSemLocked(now, r); ok {
+			return g, nil
+		}
 		return backend.Grant{}, fmt.Errorf("memory: renew %q: %w", r.Key, backend.ErrNotHeld)
 	}
 	e.expires = now.Add(r.TTL)
@@ -191,10 +204,12 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	e := s.leases[r.Key]
 	released := e != nil && e.is(r.Owner, r.Attempt, r.Token)
 	var (
-		h       backend.HandOff
-		addr    string
-		handed  bool
-		wasLive = released && now.Before(e.expires)
+		h        backend.HandOff
+		addr     string
+		handed   bool
+		wasLive  = released && now.Before(e.expires)
+		announce = released && e.waited // nobody waits, nobody is told: see AcquireRequest.Wait
+		found    bool
 	)
 	switch {
 	case released:
@@ -203,13 +218,15 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 			h, addr, handed = b.handOnLocked(s, r.Key, now)
 		}
 	default:
-		s.leaveLocked(r.Key, r.Owner, r.Attempt)
+		if found, announce, h, addr, handed = b.releaseSemLocked(s, r, now); !found {
+			s.leaveLocked(r.Key, r.Owner, r.Attempt)
+		}
 	}
 	s.mu.Unlock()
 	switch {
 	case handed:
 		b.sendHandOff(addr, h)
-	case released && e.waited: // nobody waits, nobody is told: see AcquireRequest.Wait
+	case announce:
 		b.notify(r.Key)
 	}
 	return nil
@@ -262,6 +279,9 @@ func (b *Backend) Len() int {
 		s.mu.Lock()
 		s.sweepLocked(now)
 		n += len(s.leases)
+		for _, m := range s.sems {
+			n += len(m.holds)
+		}
 		s.mu.Unlock()
 	}
 	return n
@@ -275,6 +295,9 @@ func (s *shard) sweepLocked(now time.Time) {
 		if !now.Before(e.expires) {
 			s.deleteLocked(k)
 		}
+	}
+	for k := range s.sems {
+		s.liveSemLocked(k, now)
 	}
 	s.sweepQueuesLocked(now)
 }

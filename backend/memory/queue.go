@@ -24,6 +24,13 @@ type qEntry struct {
 	pickup                           time.Duration
 	poll                             uint64
 	expires                          time.Time
+	// limit is the attempt's (1: exclusive); a hand-off goes only to an
+	// entry of the key's limit (semaphore.go).
+	limit int
+	// turnAt is when a free slot was first found for this head of a key
+	// held under a limit above 1 (its turn lasts pickup from then; zero:
+	// not yet). An exclusive key keeps its head's turn in waitQueue.
+	turnAt time.Time
 }
 
 func (e *qEntry) is(owner, attempt string) bool { return e.owner == owner && e.attempt == attempt }
@@ -69,7 +76,7 @@ func (s *shard) enqueueLocked(key string, r backend.AcquireRequest, now time.Tim
 	expires := now.Add(r.Queue.EntryTTL)
 	if i := q.index(r.Owner, r.Attempt); i >= 0 {
 		e := &q.entries[i]
-		e.expires, e.poll, e.metadata, e.notify, e.pickup = expires, r.Queue.Poll, r.Metadata, r.Queue.Notify, r.Queue.Pickup
+		e.expires, e.poll, e.metadata, e.notify, e.pickup, e.limit = expires, r.Queue.Poll, r.Metadata, r.Queue.Notify, r.Queue.Pickup, max(r.Limit, 1)
 		return true
 	}
 	q.dropExpired(now)
@@ -78,7 +85,7 @@ func (s *shard) enqueueLocked(key string, r backend.AcquireRequest, now time.Tim
 	}
 	q.entries = append(q.entries, qEntry{
 		owner: r.Owner, attempt: r.Attempt, metadata: r.Metadata, notify: r.Queue.Notify,
-		pickup: r.Queue.Pickup, poll: r.Queue.Poll, expires: expires,
+		pickup: r.Queue.Pickup, poll: r.Queue.Poll, expires: expires, limit: max(r.Limit, 1),
 	})
 	return true
 }
@@ -144,6 +151,9 @@ func (b *Backend) handOnLocked(s *shard, key string, now time.Time) (h backend.H
 		return h, "", false
 	}
 	q.dropExpired(now)
+	for len(q.entries) > 0 && q.entries[0].limit != 1 {
+		q.removeAt(0) // waits for a slot under another limit: not this key's now
+	}
 	if len(q.entries) == 0 {
 		delete(s.queues, key)
 		return h, "", false

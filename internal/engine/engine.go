@@ -109,8 +109,15 @@ func (e *Engine) Send(key string, msg any, spawn bool) bool {
 	return true
 }
 
-// notice wakes the waiters of key, if it has a lease actor.
-func (e *Engine) notice(key string) { e.Send(key, &messages.ReleaseNotice{Key: key}, false) }
+// notice wakes the waiters of key, if it has a lease actor, and those of
+// its holdings under a limit above 1 (groups.go).
+func (e *Engine) notice(key string) {
+	m := &messages.ReleaseNotice{Key: key}
+	e.Send(key, m, false)
+	for _, route := range e.router.groups.routes(key) {
+		e.Send(route, m, false)
+	}
+}
 
 // handOff hands a grant the store made to one of this Manager's attempts to
 // the key's lease actor. A key with no actor has no waiter: the notice is
@@ -119,7 +126,11 @@ func (e *Engine) handOff(h backend.HandOff) {
 	if h.Owner != e.cfg.Owner {
 		return // not ours: another Manager's address collided with ours
 	}
-	e.Send(h.Key, &messages.HandOffNotice{HandOff: h}, false)
+	m := &messages.HandOffNotice{HandOff: h}
+	e.Send(h.Key, m, false)
+	for _, route := range e.router.groups.routes(h.Key) {
+		e.Send(route, m, false) // only the actor of h.Attempt takes it
+	}
 }
 
 // Subscribe and Unsubscribe add and remove a subscriber of loss events.

@@ -28,6 +28,9 @@ type router struct {
 	seed    maphash.Seed
 	shards  [routerShards]routerShard
 	closing atomic.Bool // set by Shutdown: nothing is spawned after it
+	// groups finds the entries of a key's holdings under a limit above 1
+	// (groups.go).
+	groups groups
 
 	// spawn starts the lease actor of e; called with e's shard locked.
 	spawn func(e *entry) *actor.PID
@@ -46,7 +49,11 @@ type routerShard struct {
 // entry is one key's lease actor as the router knows it.
 type entry struct {
 	key string
-	pid *actor.PID
+	// store is the store key the actor serves: key, or for a holding under
+	// a limit above 1 the part of key before its NUL (groups.go).
+	store   string
+	grouped bool
+	pid     *actor.PID
 	// sent counts the commands routed to the actor (under the shard lock);
 	// mark is the sent count at the sweep that first found it idle, plus
 	// one (0: not seen idle).
@@ -85,8 +92,12 @@ func (r *router) route(key string, spawn bool) *actor.PID {
 			return nil
 		}
 		e = &entry{key: key}
+		e.store, e.grouped = storeKey(key)
 		e.pid = r.spawn(e)
 		s.m[key] = e
+		if e.grouped {
+			r.groups.add(e)
+		}
 	}
 	e.sent++
 	pid := e.pid
@@ -108,6 +119,9 @@ func (r *router) sweep() []*actor.PID {
 				e.mark = 0
 			case e.mark == e.sent+1: // idle for a whole sweep period
 				delete(s.m, key)
+				if e.grouped {
+					r.groups.remove(e)
+				}
 				retired = append(retired, e.pid)
 			default:
 				e.mark = e.sent + 1
@@ -127,6 +141,9 @@ func (r *router) drop(e *entry) {
 	s.mu.Lock()
 	if s.m[e.key] == e {
 		delete(s.m, e.key)
+		if e.grouped {
+			r.groups.remove(e)
+		}
 	}
 	s.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -16,8 +17,10 @@ import (
 // Entry is one key's lease actor as the router knows it (see router).
 type Entry = entry
 
-// Key is the key the entry routes.
-func (e *entry) Key() string { return e.key }
+// Key is the key the entry routes; StoreKey the store key its actor
+// serves (the same, but for a holding under a limit above 1: groups.go).
+func (e *entry) Key() string      { return e.key }
+func (e *entry) StoreKey() string { return e.store }
 
 // SetIdle records that the actor is idle, having handled n commands: the
 // sweep may retire it once no command has come for a whole sweep period.
@@ -76,6 +79,9 @@ func (c *Config) Closing() bool { return c.closing.Load() }
 // whether it also sends hand-off notices.
 func (c *Config) Queue() bool          { return c.queue }
 func (c *Config) HandOffNotices() bool { return c.handOffNotices }
+
+// Info is the backend's Info, read once at Start.
+func (c *Config) Info() backend.Info { return c.info }
 
 // Inline reports whether the backend's Info says Inline: its calls never wait
 // on I/O, so lease actors make them themselves.

@@ -11,8 +11,12 @@ import (
 // actor writes it, the public Lease handle reads it. It describes one holding
 // of one key, from grant to release or loss.
 type Holding struct {
-	Name     string
-	Key      string
+	Name string
+	Key  string
+	// Route is the key its lease actor is routed by: Key, or for a holding
+	// under a limit above 1 a route key of its own (Limit says which).
+	Route    string
+	Limit    int // 1: exclusive
 	Owner    string
 	Attempt  string // the acquire attempt that made it: with Token, its name in the store
 	Token    uint64
@@ -42,7 +46,7 @@ type Holding struct {
 
 // NewHolding starts a holding that lasts until End.
 func NewHolding(name, key, owner, attempt, metadata string, token uint64, expiresAt time.Time) *Holding {
-	return &Holding{Name: name, Key: key, Owner: owner, Attempt: attempt, Token: token, Metadata: metadata, expiresAt: expiresAt}
+	return &Holding{Name: name, Key: key, Route: key, Limit: 1, Owner: owner, Attempt: attempt, Token: token, Metadata: metadata, expiresAt: expiresAt}
 }
 
 // Context is done when the holding ends; its cause is the error of Err.
