@@ -113,11 +113,13 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 // Info reports "redis", shared across processes, with batches, with a waiter
 // queue unless WithWaiterQueue(false) turned it off, with release
 // announcements and hand-off notices unless WithReleaseNotifications(false)
-// turned them off, and Sharded on Cluster.
+// turned them off, Sharded on Cluster, and MaxLimit backend.MaxLimit (names
+// with up to 1024 holders, WithLimit).
 func (b *Backend) Info() backend.Info {
 	_, cluster := b.client.(*goredis.ClusterClient)
 	return backend.Info{Name: "redis", ProcessLocal: false, Queue: b.cfg.queue, Batches: true,
-		AnnouncesReleases: b.cfg.notify, HandOffNotices: b.cfg.notify, Sharded: cluster}
+		AnnouncesReleases: b.cfg.notify, HandOffNotices: b.cfg.notify, Sharded: cluster,
+		MaxLimit: backend.MaxLimit}
 }
 
 // Close ends every running WatchReleases and the backend's idle I/O

@@ -68,7 +68,14 @@ func (b *Backend) acquireCall(r backend.AcquireRequest) scriptCall {
 	if r.Wait && b.cfg.notify {
 		wait = argWait
 	}
+	script := acquireScript
 	args := []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, b.graceArg, wait}
+	if r.Limit > 1 {
+		// One of n slots: the shared script, the limit before the queue's
+		// arguments.
+		script = acquireSharedScript
+		args = append(args, strconv.Itoa(r.Limit))
+	}
 	if q := r.Queue; b.cfg.queue && r.Wait && q.EntryTTL > 0 {
 		notify := q.Notify
 		if !b.cfg.notify {
@@ -77,7 +84,7 @@ func (b *Backend) acquireCall(r backend.AcquireRequest) scriptCall {
 		args = append(args, ttlMillis(q.EntryTTL), ttlMillis(q.Pickup), notify, strconv.FormatUint(q.Poll, 10))
 	}
 	return scriptCall{
-		script: acquireScript, name: r.Key, confirm: true,
+		script: script, name: r.Key, confirm: true,
 		keys: b.keysOf(r.Key),
 		args: args,
 	}

@@ -43,6 +43,23 @@
 // server's clock and the time it had left.
 // Renew and Release name the holding by owner, attempt and token.
 //
+// # Several holders
+//
+// A name acquired with a limit n > 1 (leasehold.WithLimit; Info.MaxLimit is
+// backend.MaxLimit) keeps up to n holdings in the same record, each a field
+// of its own (attempt → deadline, token, owner, metadata), with the limit, a
+// count, and the shared fence counter: one hash, one hash tag, so it works
+// on Cluster as an exclusive name does. Each holding renews and releases on
+// its own; a release or revoke hands its one slot to the head of the queue
+// (waiting under the same limit) in the same script; Inspect answers the
+// holding that ends first, Holders and List all of them. An acquire under
+// another limit than the live holdings' is refused with Grant.HeldLimit and
+// changes nothing. The exclusive paths make exactly the calls they made
+// before (the record's owner tells them, "\x00" for a shared record). Older
+// processes fail on such a name as on any record (their Revoke deletes it,
+// every holding with it). CONTRACT.md has the fields and each script's
+// steps.
+//
 // # Fencing tokens
 //
 // A new grant's token is max(counter + 1, server TIME in microseconds), and

@@ -127,13 +127,11 @@ func (b *Backend) inspectPage(ctx context.Context, leaseKeys []string, head stri
 				return nil, err
 			}
 			name := tagUnescaper.Replace(strings.TrimSuffix(strings.TrimPrefix(leaseKeys[i], head), "}:lease"))
-			h, held, err := parseHolding(name, c.Val())
+			held, err := parseHoldings(name, c.Val())
 			if err != nil {
 				return nil, err
 			}
-			if held {
-				hs = append(hs, h)
-			}
+			hs = append(hs, held...)
 		}
 		if !noScript {
 			return hs, nil

@@ -15,8 +15,8 @@ import (
 var errReply = errors.New("unexpected reply from script")
 
 // parseAcquire reads {1, token, expires_ms} or
-// {0, holder, holder_token, holder_expires_ms, holder_pttl_ms, queued}
-// (scripts/CONTRACT.md).
+// {0, holder, holder_token, holder_expires_ms, holder_pttl_ms, queued}, or
+// that refusal with held_limit after it (scripts/CONTRACT.md).
 func parseAcquire(reply any) (backend.Grant, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) == 0 {
@@ -37,8 +37,15 @@ func parseAcquire(reply any) (backend.Grant, error) {
 		}
 		return backend.Grant{Acquired: true, Token: token, ExpiresAt: time.UnixMilli(ms)}, nil
 	}
-	if len(a) != 6 {
+	if len(a) != 6 && len(a) != 7 {
 		return backend.Grant{}, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	var heldLimit int64
+	if len(a) == 7 {
+		var err error
+		if heldLimit, err = asInt(a[6]); err != nil || heldLimit < 1 || heldLimit > backend.MaxLimit {
+			return backend.Grant{}, fmt.Errorf("%w: bad refusal %v", errReply, reply)
+		}
 	}
 	holder, ok := a[1].(string)
 	token, err1 := asUint(a[2])
@@ -54,6 +61,7 @@ func parseAcquire(reply any) (backend.Grant, error) {
 		HolderExpiresAt: time.UnixMilli(ms),
 		HolderExpiresIn: time.Duration(pttl) * time.Millisecond,
 		Queued:          queued == 1,
+		HeldLimit:       int(heldLimit),
 	}, nil
 }
 

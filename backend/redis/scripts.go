@@ -31,26 +31,41 @@ var (
 	revokeSrc string
 	//go:embed scripts/queue.lua
 	queueSrc string
+	//go:embed scripts/enqueue.lua
+	enqueueSrc string
+	//go:embed scripts/shared.lua
+	sharedSrc string
+	//go:embed scripts/acquire_shared.lua
+	acquireSharedSrc string
 
 	acquireScript = goredis.NewScript(withQueue(acquireSrc))
-	renewScript   = goredis.NewScript(renewSrc)
-	releaseScript = goredis.NewScript(withQueue(releaseSrc))
-	inspectScript = goredis.NewScript(inspectSrc)
-	revokeScript  = goredis.NewScript(withQueue(revokeSrc))
+	// acquireSharedScript is Acquire's for a limit above 1.
+	acquireSharedScript = goredis.NewScript(withQueue(acquireSharedSrc))
+	renewScript         = goredis.NewScript(renewSrc)
+	releaseScript       = goredis.NewScript(withQueue(releaseSrc))
+	inspectScript       = goredis.NewScript(inspectSrc)
+	revokeScript        = goredis.NewScript(withQueue(revokeSrc))
 	// renewManyScript is RenewBatch's: renew.lua for many holdings in one
 	// call.
 	renewManyScript = goredis.NewScript(renewManySrc)
 )
 
-// withQueue puts the queue's shared code (queue.lua) where src says
-// --[[queue.lua]], and the queue's bound where it says {{MaxQueueEntries}}:
-// Lua scripts cannot include each other, and one text of each keeps the
-// scripts in step. A script without the marker is a bug: it panics at init.
+// withQueue puts the shared code where src says so: queue.lua where it says
+// --[[queue.lua]], enqueue.lua (the acquire scripts' queueing) where it says
+// --[[enqueue.lua]], shared.lua (the paths of a shared record, a name held
+// under a limit above 1) where it says --[[shared.lua]], and the queue's
+// bound where it says {{MaxQueueEntries}}: Lua scripts cannot include each
+// other, and one text of each keeps the scripts in step. Each include sits
+// inside the block of the paths that need it, so that the others create
+// none of its functions. A script without queue.lua is a bug: it panics at
+// init.
 func withQueue(src string) string {
 	const include = "\t--[[queue.lua]]\n"
-	if strings.Count(src, include) != 1 {
-		panic("redis: a queue script does not include queue.lua exactly once")
+	if !strings.Contains(src, include) {
+		panic("redis: a queue script does not include queue.lua")
 	}
-	src = strings.Replace(src, include, queueSrc, 1)
+	src = strings.ReplaceAll(src, include, queueSrc)
+	src = strings.ReplaceAll(src, "\t--[[enqueue.lua]]\n", enqueueSrc)
+	src = strings.ReplaceAll(src, "\t--[[shared.lua]]\n", sharedSrc)
 	return strings.ReplaceAll(src, "{{MaxQueueEntries}}", strconv.Itoa(backend.MaxQueueEntries))
 }

@@ -11,35 +11,42 @@
 	-- exp', which contain a space and so are no attempt).
 
 	-- entry_of reads an entry's text; nil when it is not one (then the
-	-- entry counts as expired).
+	-- entry counts as expired). An entry of a limit above 1 ends with NUL
+	-- and the limit; limit is 1 for the others.
 	local function entry_of(d)
-		local exp, pickup, turn, poll, notify, owner, meta =
-			string.match(d, '^(%d+)%z(%d+)%z(%d+)%z(%d+)%z([^%z]*)%z([^%z]*)%z(.*)$')
+		local exp, pickup, turn, poll, notify, owner, meta, limit =
+			string.match(d, '^(%d+)%z(%d+)%z(%d+)%z(%d+)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z?(%d*)$')
 		if not exp then
 			return nil
 		end
 		return {exp = tonumber(exp), pickup = tonumber(pickup), turn = tonumber(turn),
-			poll = poll, notify = notify, owner = owner, meta = meta}
+			poll = poll, notify = notify, owner = owner, meta = meta, limit = tonumber(limit) or 1}
 	end
 
 	-- entry_text is the stored form of entry e: numbers as integers, never
 	-- in Lua's exponent notation.
 	local function entry_text(e)
-		return string.format('%d', e.exp) .. '\0' .. string.format('%d', e.pickup) .. '\0' ..
+		local d = string.format('%d', e.exp) .. '\0' .. string.format('%d', e.pickup) .. '\0' ..
 			string.format('%d', e.turn) .. '\0' .. e.poll .. '\0' .. e.notify .. '\0' ..
 			e.owner .. '\0' .. e.meta
+		if e.limit and e.limit > 1 then
+			return d .. '\0' .. string.format('%d', e.limit)
+		end
+		return d
 	end
 
 	-- live_head returns the live head of the queue (its attempt and entry)
 	-- after dropping the expired entries in front of it, or nil when no
 	-- entry is live. first is LINDEX KEYS[3] 0, which the caller has read.
-	local function live_head(now_ms, first)
+	-- limit, when not nil, drops the entries of another limit too (a
+	-- hand-off goes only to an entry of the name's limit).
+	local function live_head(now_ms, first, limit)
 		local a = first
 		local dropped = false
 		while a do
 			local d = redis.call('HGET', KEYS[4], a)
 			local e = d and entry_of(d)
-			if e and e.exp > now_ms then
+			if e and e.exp > now_ms and (not limit or e.limit == limit) then
 				return a, e
 			end
 			redis.call('LPOP', KEYS[3])
@@ -102,7 +109,7 @@
 		if first then
 			t = t or redis.call('TIME')
 			now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
-			a, e = live_head(now_ms, first)
+			a, e = live_head(now_ms, first, 1)
 		end
 		if not a then
 			if old then

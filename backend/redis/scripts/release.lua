@@ -4,6 +4,28 @@
 -- once. A release that matches no holding takes the attempt out of the queue
 -- (a waiter leaving). KEYS, ARGV, the record and replies: CONTRACT.md.
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'att', 'token', 'w')
+if cur[1] == '\0' then
+	-- A shared record (holdings under a limit above 1): the attempt's
+	-- holding, if it matches, ends and its slot is handed on.
+	local s = redis.call('HMGET', KEYS[1], 'h:' .. ARGV[2], 'c', 'n', 'exp')
+	local until_ms, token, owner
+	if s[1] then
+		until_ms, token, owner = string.match(s[1], '^(%d+)%z(%d+)%z([^%z]*)%z')
+	end
+	if owner == ARGV[1] and (ARGV[3] == '0' or token == ARGV[3]) then
+		--[[queue.lua]]
+		--[[shared.lua]]
+
+		local t = redis.call('TIME')
+		local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+		local r, err = shared_end(t, now_ms, 'h:' .. ARGV[2], tonumber(s[2]) or 1, tonumber(s[3]), tonumber(s[4]) or 0,
+			cur[3], cur[4] == '1', tonumber(until_ms) > now_ms, ARGV[4], ARGV[5], ARGV[6])
+		if not r then
+			return err
+		end
+		return r
+	end
+end
 if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or (ARGV[3] ~= '0' and cur[3] ~= ARGV[3]) then
 	-- Not this attempt's holding: its queue entry, if any, goes (the owner
 	-- is the entry's sixth field).

@@ -19,6 +19,32 @@ for i = 1, #KEYS do
 		local until_ms = tonumber(cur[4])
 		if until_ms and until_ms <= now then
 			out[i] = {0, ''}
+		elseif cur[1] == '\0' then
+			-- A shared record: renew.lua's rule for its holding h:<attempt>.
+			local d = redis.pcall('HGET', k, 'h:' .. ARGV[a + 2])
+			local h_exp, token, owner, meta
+			if type(d) == 'string' then
+				h_exp, token, owner, meta = string.match(d, '^(%d+)%z(%d+)%z([^%z]*)%z(.*)$')
+			end
+			if type(d) == 'table' and d.err then
+				out[i] = d
+			elseif owner ~= ARGV[a + 1] or token ~= ARGV[a + 3] or tonumber(h_exp) <= now then
+				out[i] = {0, ''}
+			else
+				local exp = now + ARGV[a + 4]
+				local text = string.format('%d', exp) .. '\0' .. token .. '\0' .. owner .. '\0' .. meta
+				local r
+				if exp > until_ms then
+					r = redis.pcall('HSET', k, 'h:' .. ARGV[a + 2], text, 'exp', string.format('%d', exp))
+				else
+					r = redis.pcall('HSET', k, 'h:' .. ARGV[a + 2], text)
+				end
+				if type(r) == 'table' and r.err then
+					out[i] = r
+				else
+					out[i] = {1, exp}
+				end
+			end
 		elseif cur[1] ~= ARGV[a + 1] or cur[2] ~= ARGV[a + 2] or cur[3] ~= ARGV[a + 3] then
 			out[i] = {0, cur[1] or ''}
 		else

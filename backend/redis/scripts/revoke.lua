@@ -24,6 +24,36 @@ elseif cur[2] then
 		pttl = 0
 	end
 end
+if live and cur[2] == '\0' then
+	-- A shared record: the live holding of token ARGV[1] (or the one that
+	-- ends first) ends, its slot handed on as a release's.
+	--[[queue.lua]]
+	--[[shared.lua]]
+
+	local hs, first, dead, rec = holdings(now_ms)
+	local h = first
+	if ARGV[1] ~= '0' then
+		h = nil
+		for _, x in ipairs(hs) do
+			if x.token == ARGV[1] then
+				h = x
+			end
+		end
+	end
+	if h then
+		local r, err = shared_end(t, now_ms, 'h:' .. h.a, tonumber(rec.c) or (#hs + #dead), tonumber(rec.n), tonumber(cur[5]),
+			cur[3], cur[6] == '1', true, ARGV[2], ARGV[3], ARGV[4])
+		if not r then
+			return err
+		end
+		local pttl = h.exp - now_ms
+		redis.call('HSET', KEYS[5], 'id', ARGV[5], 'owner', h.owner, 'token', h.token, 'meta', h.meta,
+			'expires', h.exp, 'pttl', pttl)
+		redis.call('PEXPIRE', KEYS[5], ARGV[6])
+		return {1, h.owner, h.token, h.meta, h.exp, pttl}
+	end
+	live = false
+end
 if not live or (ARGV[1] ~= '0' and cur[3] ~= ARGV[1]) then
 	local done = redis.call('HMGET', KEYS[5], 'id', 'owner', 'token', 'meta', 'expires', 'pttl')
 	if done[1] == ARGV[5] then
