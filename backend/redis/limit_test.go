@@ -75,9 +75,9 @@ func TestUpgradeOlderScriptsMeetASharedName(t *testing.T) {
 	bob := mustSlot(t, b, "k", "bob", 2)
 	before := c.HGetAll(ctx, b.LeaseKey("k")).Val()
 	for name, r := range map[string]backend.AcquireRequest{
-		"another owner":                 {Key: "k", Owner: "carol", Attempt: newAttempt(), TTL: time.Minute},
-		"another owner, queued":         queueOp("k", "carol", newAttempt(), queueReq("", 1)).Acquire,
-		"a holder's attempt (a copy)":   {Key: "k", Owner: "alice", Attempt: alice.attempt, TTL: time.Minute},
+		"another owner":                  {Key: "k", Owner: "carol", Attempt: newAttempt(), TTL: time.Minute},
+		"another owner, queued":          queueOp("k", "carol", newAttempt(), queueReq("", 1)).Acquire,
+		"a holder's attempt (a copy)":    {Key: "k", Owner: "alice", Attempt: alice.attempt, TTL: time.Minute},
 		"an owner of \"\\0\" (a forger)": {Key: "k", Owner: "\x00", Attempt: newAttempt(), TTL: time.Minute},
 	} {
 		g, err := old.acquire(r)
