@@ -162,7 +162,8 @@ func parseHoldings(key string, reply any) ([]backend.Holder, error) {
 }
 
 // parseHolding reads {0} or {1, owner, token, meta, expires_ms, pttl_ms}
-// (scripts/CONTRACT.md): an exclusive holding, limit 1.
+// (scripts/CONTRACT.md): an exclusive holding, limit 1; revoke's answer
+// from a receipt may add the holding's limit.
 func parseHolding(key string, reply any) (backend.Holder, bool, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) == 0 {
@@ -175,14 +176,22 @@ func parseHolding(key string, reply any) (backend.Holder, bool, error) {
 	if flag == 0 {
 		return backend.Holder{}, false, nil
 	}
-	if len(a) != 6 {
+	if len(a) != 6 && len(a) != 7 {
 		return backend.Holder{}, false, fmt.Errorf("%w: %v", errReply, reply)
 	}
-	h, err := holdingOf(key, a[1:])
+	h, err := holdingOf(key, a[1:6])
 	if err != nil {
 		return backend.Holder{}, false, fmt.Errorf("%w: %v", err, reply)
 	}
 	h.Limit = 1
+	if len(a) == 7 {
+		// revoke's answer with the holding's limit
+		n, err := asInt(a[6])
+		if err != nil || n < 1 || n > backend.MaxLimit {
+			return backend.Holder{}, false, fmt.Errorf("%w: bad limit in %v", errReply, reply)
+		}
+		h.Limit = int(n)
+	}
 	return h, true, nil
 }
 

@@ -317,3 +317,35 @@ func TestExpiredSharedHoldingsFreeTheName(t *testing.T) {
 		t.Fatalf("record after a new limit: %q", rec)
 	}
 }
+
+// Revoke of a name held under a limit: token 0 ends the holding that ends
+// first, and the answer (also from the receipt) says its limit; the others
+// stay.
+func TestRevokeOfASharedHolding(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	long := mustSlot(t, b, "k", "alice", 2)
+	a := newAttempt()
+	g, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "bob", Attempt: a, TTL: 30 * time.Second, Limit: 2})
+	if err != nil || !g.Acquired {
+		t.Fatalf("bob: %+v, %v", g, err)
+	}
+	short := holding{Grant: g, key: "k", owner: "bob", attempt: a}
+	h, removed, err := b.Revoke(ctx, "k", 0)
+	if err != nil || !removed || h.Owner != "bob" || h.Token != short.Token || h.Limit != 2 {
+		t.Fatalf("Revoke(0) = %+v, %v, %v; want bob's holding (it ends first), limit 2", h, removed, err)
+	}
+	if _, err := b.Renew(ctx, short.renew(time.Minute)); !isNotHeld(err) {
+		t.Fatalf("the revoked holding's renewal: %v", err)
+	}
+	if hs, err := b.Holders(ctx, "k"); err != nil || len(hs) != 1 || hs[0].Token != long.Token {
+		t.Fatalf("Holders after the revoke: %+v, %v", hs, err)
+	}
+	receipt := c.HGetAll(ctx, b.cfg.prefix+hashTag("k")+":revoked").Val()
+	reply, err := revokeScript.Run(ctx, c, append(b.keysOf("k"), b.cfg.prefix+hashTag("k")+":revoked"), itoa64(short.Token),
+		b.channelArg, "k", b.handOffArg, receipt["id"], revokeReceiptTTL.Milliseconds()).Result()
+	if h, removed, err := parseHolding("k", reply); err != nil || !removed || h.Token != short.Token || h.Limit != 2 {
+		t.Fatalf("the receipt's answer: %+v, %v, %v (reply %v)", h, removed, err, reply)
+	}
+}

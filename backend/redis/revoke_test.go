@@ -43,6 +43,7 @@ func TestRevokeWhoseAnswerWasLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	ctx := ctxT(t)
 	// The pool's connection, made before the fault, and the script loaded:
 	// the answer lost is the revoke's own.

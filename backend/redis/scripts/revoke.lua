@@ -48,15 +48,18 @@ if live and cur[2] == '\0' then
 		end
 		local pttl = h.exp - now_ms
 		redis.call('HSET', KEYS[5], 'id', ARGV[5], 'owner', h.owner, 'token', h.token, 'meta', h.meta,
-			'expires', h.exp, 'pttl', pttl)
+			'expires', h.exp, 'pttl', pttl, 'limit', rec.n)
 		redis.call('PEXPIRE', KEYS[5], ARGV[6])
-		return {1, h.owner, h.token, h.meta, h.exp, pttl}
+		return {1, h.owner, h.token, h.meta, h.exp, pttl, tonumber(rec.n)}
 	end
 	live = false
 end
 if not live or (ARGV[1] ~= '0' and cur[3] ~= ARGV[1]) then
-	local done = redis.call('HMGET', KEYS[5], 'id', 'owner', 'token', 'meta', 'expires', 'pttl')
+	local done = redis.call('HMGET', KEYS[5], 'id', 'owner', 'token', 'meta', 'expires', 'pttl', 'limit')
 	if done[1] == ARGV[5] then
+		if done[7] then
+			return {1, done[2], done[3], done[4], tonumber(done[5]), tonumber(done[6]), tonumber(done[7])}
+		end
 		return {1, done[2], done[3], done[4], tonumber(done[5]), tonumber(done[6])}
 	end
 	return {0}
@@ -81,6 +84,6 @@ else
 end
 local token, meta = cur[3] or '0', cur[4] or ''
 redis.call('HSET', KEYS[5], 'id', ARGV[5], 'owner', cur[2], 'token', token, 'meta', meta,
-	'expires', now_ms + pttl, 'pttl', pttl)
+	'expires', now_ms + pttl, 'pttl', pttl, 'limit', '1')
 redis.call('PEXPIRE', KEYS[5], ARGV[6])
 return {1, cur[2], token, meta, now_ms + pttl, pttl}
