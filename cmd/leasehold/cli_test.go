@@ -511,3 +511,39 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// A name with several holders (WithLimit, on a store that grants it): list
+// shows every holding, and release -force -token ends the one named, also
+// when another ends first, after showing that one.
+func TestReleaseForceOfOneOfSeveralHolders(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *storeEnv) {
+		if e.b.Info().MaxLimit < 2 {
+			t.Skipf("%s grants exclusive leases only", e.b.Info().Name)
+		}
+		ctx := context.Background()
+		m := newManager(t, e, "cli-sem-"+randomHex(3))
+		name := "sem-" + randomHex(4)
+		first, err := m.Acquire(ctx, name, leasehold.WithLimit(2), leasehold.WithTTL(longTTL))
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		later, err := m.Acquire(ctx, name, leasehold.WithLimit(2), leasehold.WithTTL(2*longTTL)) // ends last
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		r := run(t, "", nil, e.args("list", "-prefix", name)...)
+		if lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); r.code != 0 || len(lines) != 3 {
+			t.Fatalf("list: exit %d, stdout %q; want a header and both holdings", r.code, r.stdout)
+		}
+		tok := strconv.FormatUint(later.Token(), 10)
+		r = run(t, "y\n", nil, e.args("release", "-force", "-token", tok, name)...)
+		if r.code != 0 || !strings.Contains(r.stderr, "token "+tok) || !strings.Contains(r.stdout, "token "+tok) {
+			t.Fatalf("release -token %s: exit %d, stdout %q, stderr %q; want that holding shown and released", tok, r.code, r.stdout, r.stderr)
+		}
+		hs, err := e.b.Holders(ctx, name)
+		if err != nil || len(hs) != 1 || hs[0].Token != first.Token() {
+			t.Fatalf("Holders after the release: %+v, %v; want the first holding alone", hs, err)
+		}
+	})
+}

@@ -123,7 +123,7 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 	shown := !yes
 	if shown {
 		cctx, cancel := callCtx(ctx, o)
-		h, held, err := s.b.Inspect(cctx, o.key)
+		h, held, err := holdingFor(cctx, s.b, o.key, token)
 		cancel()
 		if err != nil {
 			return a.fail(s, cmd, err)
@@ -179,6 +179,26 @@ func release(ctx context.Context, a *app, s *store, o *opts, yes bool, token uin
 		return a.failf(s, cmd, "%v", err)
 	}
 	return exitOK
+}
+
+// holdingFor is the holding release shows before it asks: the one of token
+// among the name's holdings (a name acquired WithLimit has several), else
+// the one Inspect answers (for token 0, the one that ends first, which
+// Revoke with token 0 ends).
+func holdingFor(ctx context.Context, b backend.Backend, key string, token uint64) (backend.Holder, bool, error) {
+	if token == 0 {
+		return b.Inspect(ctx, key)
+	}
+	hs, err := b.Holders(ctx, key)
+	if err != nil || len(hs) == 0 {
+		return backend.Holder{}, false, err
+	}
+	for _, h := range hs {
+		if h.Token == token {
+			return h, true, nil
+		}
+	}
+	return hs[0], true, nil
 }
 
 // releasedNothing reports a release that found nothing to end, given what
