@@ -349,3 +349,85 @@ func TestRevokeOfASharedHolding(t *testing.T) {
 		t.Fatalf("the receipt's answer: %+v, %v, %v (reply %v)", h, removed, err, reply)
 	}
 }
+
+// A release of one of several holdings hands its slot to the queue's head
+// with a hand-off notice (name, owner, attempt, the new token, the poll
+// number), as an exclusive release does; the other holding stays.
+func TestSharedHandOffNotice(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	w := startHandOffWatch(t, b, "addr-sem")
+	w.awaitReady(t)
+	a1, a2 := mustSlot(t, b, "k", "alice", 2), mustSlot(t, b, "k", "bob", 2)
+	carol := newAttempt()
+	if g, err := b.Acquire(ctx, limited(queueOp("k", "carol", carol, queueReq("addr-sem", 7)).Acquire, 2)); err != nil || g.Acquired || !g.Queued {
+		t.Fatalf("carol queued: %+v, %v", g, err)
+	}
+	if err := b.Release(ctx, a1.release()); err != nil {
+		t.Fatal(err)
+	}
+	h := w.await(t)
+	if h.Key != "k" || h.Owner != "carol" || h.Attempt != carol || h.Poll != 7 || h.Token <= a2.Token {
+		t.Fatalf("hand-off %+v, want carol's with poll 7 and a token above %d", h, a2.Token)
+	}
+	hs, err := b.Holders(ctx, "k")
+	if err != nil || len(hs) != 2 || hs[0].Token != a2.Token || hs[1].Owner != "carol" || hs[1].Token != h.Token {
+		t.Fatalf("Holders after the hand-off: %+v, %v", hs, err)
+	}
+	g, err := b.Acquire(ctx, limited(queueOp("k", "carol", carol, queueReq("addr-sem", 8)).Acquire, 2))
+	if err != nil || !g.Acquired || g.Token != h.Token {
+		t.Fatalf("carol's pickup: %+v, %v; want token %d", g, err, h.Token)
+	}
+}
+
+// The restart grace holds back a free slot on a young server as it holds
+// back a free name; a live holding's own attempt is refreshed all the same.
+func TestRestartGraceHoldsBackAFreeSlot(t *testing.T) {
+	s := redistest.Start(t)
+	c := redistest.NewClient(t, s.Addr())
+	plain := newTestBackend(t, c)
+	const grace = time.Minute // the test server is far younger: no timing at stake
+	guarded, err := New(c, WithKeyPrefix(plain.cfg.prefix), WithRestartGrace(grace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, guarded)
+	ctx := ctxT(t)
+	a := mustSlot(t, plain, "k", "alice", 2)
+	for _, k := range []string{"k", "fresh"} {
+		g, err := guarded.Acquire(ctx, backend.AcquireRequest{Key: k, Owner: "bob", Attempt: newAttempt(), TTL: time.Minute, Limit: 2})
+		if err != nil || g.Acquired || g.Holder != "" || g.HolderExpiresIn <= 0 || g.HolderExpiresIn > grace+time.Second {
+			t.Fatalf("%s: a free slot on a young server = %+v, %v; want refused for the rest of the grace", k, g, err)
+		}
+	}
+	g, err := guarded.Acquire(ctx, backend.AcquireRequest{Key: "k", Owner: "alice", Attempt: a.attempt, TTL: time.Minute, Limit: 2})
+	if err != nil || !g.Acquired || g.Token != a.Token {
+		t.Fatalf("the holding's own attempt on a young server: %+v, %v", g, err)
+	}
+}
+
+// A batch answers calls under a limit as the single calls would, in order
+// on one name.
+func TestBatchAnswersSharedCalls(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c)
+	ctx := ctxT(t)
+	req := func(owner string) backend.AcquireRequest {
+		return backend.AcquireRequest{Key: "k", Owner: owner, Attempt: newAttempt(), TTL: time.Minute, Limit: 2}
+	}
+	calls := []backend.Call{{Acquire: req("alice")}, {Acquire: req("bob")}, {Acquire: req("carol")},
+		{Acquire: backend.AcquireRequest{Key: "k", Owner: "dave", Attempt: newAttempt(), TTL: time.Minute}}}
+	for i := range calls {
+		calls[i].Op = backend.OpAcquire
+	}
+	b.Batch(ctx, calls)
+	for i, want := range []bool{true, true, false, false} {
+		if calls[i].Err != nil || calls[i].Grant.Acquired != want {
+			t.Fatalf("call %d: %+v, %v; want acquired %v", i, calls[i].Grant, calls[i].Err, want)
+		}
+	}
+	if h := calls[2].Grant.Holder; (h != "alice" && h != "bob") || calls[2].Grant.HeldLimit != 0 || calls[3].Grant.HeldLimit != 2 {
+		t.Fatalf("refusals: %+v, %+v; want one naming a holder, then HeldLimit 2", calls[2].Grant, calls[3].Grant)
+	}
+}
