@@ -170,13 +170,21 @@ func (w *watcher) look(ctx context.Context) (map[string]seen, error) {
 	}
 	m := make(map[string]seen, len(hs))
 	for _, h := range hs {
-		m[h.Key] = seen{h: h, at: at}
+		m[holdingKey(h)] = seen{h: h, at: at}
 	}
 	return m, nil
 }
 
+// holdingKey names one holding among the looks: its key and its token
+// (a name acquired WithLimit has several holdings at once), so that the
+// keys sort by name, then by token. Names hold no NUL.
+func holdingKey(h backend.Holder) string {
+	return fmt.Sprintf("%s\x00%020d", h.Key, h.Token)
+}
+
 // poll takes one look and emits what changed since the last: the ends first,
-// then the grants, each in key order. A holding gone before the expiry last
+// then the grants, each in key order (then token order: a name with several
+// holders has an event per holding). A holding gone before the expiry last
 // seen was released (or revoked); one gone at or after it expired. A
 // holding renewed since the last look and released after the expiry seen
 // then is called expired: looks at an interval shorter than the TTLs make
@@ -204,7 +212,7 @@ func (w *watcher) poll(ctx context.Context) {
 		// before p's expiry as last seen (at is before the store measured
 		// ExpiresIn, so this estimate is never late), it cannot have expired.
 		gone := done
-		if n, ok := announced[k]; ok && n.Before(gone) {
+		if n, ok := announced[p.h.Key]; ok && n.Before(gone) {
 			gone = n
 		}
 		ev := evExpired

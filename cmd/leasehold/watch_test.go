@@ -90,4 +90,8 @@ func TestWatchDiff(t *testing.T) {
 	step(time.Second, "expired p/c token=5") // so it expired
 	step(time.Second, "granted p/d token=6", h("p/d", 6, time.Second))
 	step(time.Second, "expired p/d token=6") // gone exactly at its end
+	// A name with several holders (WithLimit): an event per holding.
+	step(time.Second, "granted p/s token=7, granted p/s token=10", h("p/s", 10, 5*time.Second), h("p/s", 7, 5*time.Second))
+	step(time.Second, "", h("p/s", 7, 5*time.Second), h("p/s", 10, 5*time.Second)) // another order: nothing
+	step(time.Second, "released p/s token=7, granted p/s token=11", h("p/s", 10, 4*time.Second), h("p/s", 11, 5*time.Second))
 }
