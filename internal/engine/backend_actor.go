@@ -203,7 +203,7 @@ func (a *backendActor) startWorkers() {
 	for range callWorkers {
 		a.wg.Go(func() {
 			for fn := range a.work {
-				fn()
+				a.bounded(fn)
 			}
 		})
 	}
@@ -213,19 +213,21 @@ func (a *backendActor) startWorkers() {
 // on a goroutine of its own when every worker is busy, never more than
 // MaxInFlight at once (goroutines, not the mailbox, wait for a slot).
 func (a *backendActor) exec(fn func()) {
-	bounded := func() {
-		select {
-		case a.sem <- struct{}{}:
-			defer func() { <-a.sem }()
-		case <-a.base.Done(): // stopping: the call fails fast on its cancelled context
-		}
-		fn()
-	}
 	select {
-	case a.work <- bounded:
+	case a.work <- fn:
 	default:
-		a.wg.Go(bounded)
+		a.wg.Go(func() { a.bounded(fn) })
 	}
+}
+
+// bounded runs fn in one of the MaxInFlight slots.
+func (a *backendActor) bounded(fn func()) {
+	select {
+	case a.sem <- struct{}{}:
+		defer func() { <-a.sem }()
+	case <-a.base.Done(): // stopping: the call fails fast on its cancelled context
+	}
+	fn()
 }
 
 // perform makes the backend call m asks for and returns its result. Calls are
