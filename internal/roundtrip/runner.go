@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// idle is how long an I/O goroutine waits for more work before it ends:
-// long enough to serve a steady stream of calls on a few warm goroutines (a
-// fresh goroutine grows its stack through the client library each time).
+// idle is how long an I/O goroutine waits for more work before it ends (it
+// ends between one and two idle periods after its last round trip): long
+// enough to serve a steady stream of calls on a few warm goroutines (a fresh
+// goroutine grows its stack through the client library each time).
 const idle = time.Second
 
 // Runner runs round trips that end with their callers' contexts. The zero
@@ -20,7 +21,7 @@ type Runner struct {
 // New returns a Runner whose idle I/O goroutines end when closing is closed
 // (a round trip running then still finishes).
 func New(closing <-chan struct{}) *Runner {
-	return &Runner{io: pool{work: make(chan func()), closing: closing}}
+	return &Runner{io: pool{work: make(chan *Trip), closing: closing}}
 }
 
 // Do runs fn, the round trips of one call on names and the reading of their
@@ -53,13 +54,18 @@ func (r *Runner) Do(ctx context.Context, names []string, fn func(ctx context.Con
 // started together run in parallel (the masters of a Redis Cluster). The
 // caller waits for the abandoned trips on their names first (Wait).
 func (r *Runner) Start(ctx context.Context, fn func(ctx context.Context)) *Trip {
-	t := &Trip{done: make(chan struct{})}
-	r.io.run(func() {
-		defer r.abandoned.finish(t)
-		defer func() { t.panicked = recover() }()
-		fn(ctx)
-	})
+	t := &Trip{done: make(chan struct{}), r: r, ctx: ctx, fn: fn}
+	r.io.run(t)
 	return t
+}
+
+// run runs t's fn, on an I/O goroutine.
+func (t *Trip) run() {
+	defer t.r.abandoned.finish(t)
+	defer func() { t.panicked = recover() }()
+	fn, ctx := t.fn, t.ctx
+	t.fn, t.ctx = nil, nil // an abandoned trip must not keep its call's memory once done
+	fn(ctx)
 }
 
 // Await waits until t has finished, and returns nil, or until ctx ends, and
@@ -106,31 +112,40 @@ func Ended(ctx context.Context) error {
 // pool is a Runner's I/O goroutines: as many as calls in flight need, each
 // ending after idle without work, or when closing is closed.
 type pool struct {
-	work    chan func()
+	work    chan *Trip
 	closing <-chan struct{}
 }
 
-// run hands fn to an idle I/O goroutine, or to a new one when none is idle.
-func (p *pool) run(fn func()) {
+// run hands t to an idle I/O goroutine, or to a new one when none is idle.
+func (p *pool) run(t *Trip) {
 	select {
-	case p.work <- fn:
+	case p.work <- t:
 	default:
-		go p.serve(fn)
+		go p.serve(t)
 	}
 }
 
-func (p *pool) serve(fn func()) {
-	t := time.NewTimer(idle)
-	defer t.Stop()
+// serve runs trips until it has had none for a whole idle period. Its timer
+// is armed once per period rather than once per trip: re-arming it after
+// each round trip was a timer operation on every call.
+func (p *pool) serve(t *Trip) {
+	tick := time.NewTicker(idle)
+	defer tick.Stop()
 	for {
-		fn()
-		t.Reset(idle)
-		select {
-		case fn = <-p.work:
-		case <-t.C:
-			return
-		case <-p.closing:
-			return
+		t.run()
+		worked := true
+		for wait := true; wait; {
+			select {
+			case t = <-p.work:
+				wait = false
+			case <-tick.C:
+				if !worked {
+					return
+				}
+				worked = false
+			case <-p.closing:
+				return
+			}
 		}
 	}
 }

@@ -16,6 +16,11 @@ type Trip struct {
 	// waiting first, to tripAbandoned (under abandonedTrips.mu, with names).
 	state atomic.Int32
 	names []string
+
+	// What to run, until it runs.
+	r   *Runner
+	ctx context.Context
+	fn  func(ctx context.Context)
 }
 
 const (
