@@ -277,6 +277,11 @@ func callContext(base context.Context, immediate bool, m *messages.BackendCall) 
 	}
 	switch m.Call.Op {
 	case backend.OpAcquire:
+		if m.Ctx.Done() == nil {
+			// The caller never gives up: base alone ends the call. One
+			// context where the general case takes six allocations.
+			return &boundByBase{Context: base, caller: m.Ctx}, func() {}
+		}
 		ctx, cancel := context.WithCancel(m.Ctx)
 		stop := context.AfterFunc(base, cancel)
 		return ctx, func() { stop(); cancel() }
@@ -284,6 +289,24 @@ func callContext(base context.Context, immediate bool, m *messages.BackendCall) 
 		return context.WithDeadline(base, m.Deadline)
 	}
 	return context.WithTimeout(base, releaseTimeout)
+}
+
+// boundByBase is the context of a call whose caller's context never ends:
+// it ends with base (the embedded Context, whose cancellation the contexts
+// derived from it join directly) and carries the caller's values and
+// deadline, as a cancellable child of the caller's context would.
+type boundByBase struct {
+	context.Context // base
+	caller          context.Context
+}
+
+func (c *boundByBase) Deadline() (time.Time, bool) { return c.caller.Deadline() }
+
+func (c *boundByBase) Value(key any) any {
+	if v := c.caller.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // ErrBackendPanic wraps the value of a backend call that panicked.
