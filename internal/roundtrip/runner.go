@@ -2,6 +2,7 @@ package roundtrip
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -34,38 +35,67 @@ func New(closing <-chan struct{}) *Runner {
 // writes. With a context that can never end, fn runs on the caller's
 // goroutine.
 func (r *Runner) Do(ctx context.Context, names []string, fn func(ctx context.Context)) error {
+	return r.DoCall(ctx, names, funcCall(fn))
+}
+
+// A Call is a round trip that carries its own arguments and results: a call
+// made as one struct with a Run method costs one allocation, where a closure
+// that writes results it captured costs one for the closure and one per
+// result.
+type Call interface{ Run(ctx context.Context) }
+
+// funcCall is a func as a Call.
+type funcCall func(ctx context.Context)
+
+func (f funcCall) Run(ctx context.Context) { f(ctx) }
+
+// DoCall is Do with c.Run as fn.
+func (r *Runner) DoCall(ctx context.Context, names []string, c Call) error {
 	if err := r.Wait(ctx, names); err != nil {
 		return err
 	}
 	if ctx.Done() == nil {
-		fn(ctx)
+		c.Run(ctx)
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := r.Await(ctx, r.Start(ctx, fn), names); err != nil {
+	t := r.start(ctx, c)
+	if err := r.Await(ctx, t, names); err != nil {
 		return err
 	}
+	// Awaited and not abandoned: nobody holds t any more.
+	*t = Trip{done: t.done}
+	trips.Put(t)
 	return Ended(ctx)
 }
 
-// Start runs fn on an I/O goroutine; Await waits for it. Several trips
+// trips recycles the trips of Do, with their done channels (empty once
+// Awaited).
+var trips = sync.Pool{New: func() any { return &Trip{done: make(chan struct{}, 1)} }}
+
+// Start runs fn on an I/O goroutine; Await waits for it, once. Several trips
 // started together run in parallel (the masters of a Redis Cluster). The
 // caller waits for the abandoned trips on their names first (Wait).
 func (r *Runner) Start(ctx context.Context, fn func(ctx context.Context)) *Trip {
-	t := &Trip{done: make(chan struct{}), r: r, ctx: ctx, fn: fn}
+	return r.start(ctx, funcCall(fn))
+}
+
+func (r *Runner) start(ctx context.Context, c Call) *Trip {
+	t := trips.Get().(*Trip)
+	t.r, t.ctx, t.call = r, ctx, c
 	r.io.run(t)
 	return t
 }
 
-// run runs t's fn, on an I/O goroutine.
+// run runs t's call, on an I/O goroutine.
 func (t *Trip) run() {
 	defer t.r.abandoned.finish(t)
 	defer func() { t.panicked = recover() }()
-	fn, ctx := t.fn, t.ctx
-	t.fn, t.ctx = nil, nil // an abandoned trip must not keep its call's memory once done
-	fn(ctx)
+	c, ctx := t.call, t.ctx
+	t.call, t.ctx = nil, nil // an abandoned trip must not keep its call's memory once done
+	c.Run(ctx)
 }
 
 // Await waits until t has finished, and returns nil, or until ctx ends, and
@@ -79,8 +109,10 @@ func (r *Runner) Await(ctx context.Context, t *Trip, names []string) error {
 		select {
 		case <-t.done:
 		case <-ctx.Done():
-			r.abandoned.add(t, names)
-			return ctx.Err()
+			if r.abandoned.add(t, names) {
+				return ctx.Err()
+			}
+			<-t.done // it finished first: its value is on the way
 		}
 	}
 	if t.panicked != nil {
