@@ -246,9 +246,9 @@ func perform(cfg *Config, base context.Context, immediate bool, m *messages.Back
 			res.Grant, res.Err = backend.Grant{}, fmt.Errorf("%w: %v", ErrBackendPanic, r)
 		}
 	}()
-	ctx, done := callContext(base, immediate, m)
-	defer done()
 	start := time.Now()
+	ctx, done := callContext(cfg, base, immediate, m, start)
+	defer done()
 	switch c.Op {
 	case backend.OpAcquire:
 		res.Grant, res.Err = b.Acquire(ctx, c.Acquire)
@@ -265,10 +265,11 @@ func perform(cfg *Config, base context.Context, immediate bool, m *messages.Back
 	return res
 }
 
-// callContext bounds one call: an acquire by its caller's context, a renewal
-// by the lease's local deadline, a release by releaseTimeout; all of them by
-// base. Inline backends never wait, so their calls skip it.
-func callContext(base context.Context, immediate bool, m *messages.BackendCall) (context.Context, func()) {
+// callContext bounds one call starting now: an acquire by its caller's
+// context, a renewal by the lease's local deadline, a release by
+// releaseTimeout (cfg.releases); all of them by base. Inline backends never
+// wait, so their calls skip it.
+func callContext(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall, now time.Time) (context.Context, func()) {
 	if immediate {
 		if m.Ctx != nil {
 			return m.Ctx, func() {}
@@ -288,7 +289,35 @@ func callContext(base context.Context, immediate bool, m *messages.BackendCall) 
 	case backend.OpRenew:
 		return context.WithDeadline(base, m.Deadline)
 	}
-	return context.WithTimeout(base, releaseTimeout)
+	return cfg.releases.bound(base, now), func() {}
+}
+
+// releaseShare is how long releases that start one after another share one
+// bounding context: each is bounded by releaseTimeout to releaseTimeout +
+// releaseShare, and a release costs no timer and no context of its own
+// (those were six allocations and a timer started and stopped per release).
+const releaseShare = 100 * time.Millisecond
+
+// releaseBounds hands out the shared bounding contexts of releases.
+type releaseBounds struct {
+	mu    sync.Mutex
+	base  context.Context
+	ctx   context.Context
+	until time.Time // ctx's deadline
+	// cancel is never called: releases may still run under ctx, whose
+	// deadline (or base's end) frees it.
+	cancel context.CancelFunc
+}
+
+// bound is the bounding context of a release under base that starts at now.
+func (s *releaseBounds) bound(base context.Context, now time.Time) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil || s.base != base || s.until.Before(now.Add(releaseTimeout)) {
+		s.base, s.until = base, now.Add(releaseTimeout+releaseShare)
+		s.ctx, s.cancel = context.WithDeadline(base, s.until)
+	}
+	return s.ctx
 }
 
 // boundByBase is the context of a call whose caller's context never ends:

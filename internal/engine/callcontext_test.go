@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/messages"
@@ -19,7 +20,7 @@ func TestAcquireOfACallerThatNeverGivesUpEndsWithBase(t *testing.T) {
 	base, cancel := context.WithCancel(context.Background())
 	caller := context.WithValue(context.Background(), ctxKey{}, "v")
 	m := &messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire}, Ctx: caller}
-	ctx, done := callContext(base, false, m)
+	ctx, done := callContext(&Config{}, base, false, m, time.Now())
 	defer done()
 	if got := ctx.Value(ctxKey{}); got != "v" {
 		t.Fatalf("value %v, want the caller's", got)
@@ -60,11 +61,48 @@ func TestAcquireEndsWithItsCaller(t *testing.T) {
 	defer cancelBase()
 	caller, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	m := &messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire}, Ctx: caller}
-	ctx, done := callContext(base, false, m)
+	ctx, done := callContext(&Config{}, base, false, m, time.Now())
 	defer done()
 	if got := ctx.Value(ctxKey{}); got != "v" {
 		t.Fatalf("value %v, want the caller's", got)
 	}
 	cancel()
 	<-ctx.Done()
+}
+
+// Releases that start close together share their bounding context; each is
+// bounded by releaseTimeout at least and releaseShare more at most, and by
+// base.
+func TestReleasesShareTheirBound(t *testing.T) {
+	cfg := &Config{}
+	base, cancel := context.WithCancel(context.Background())
+	rel := &messages.BackendCall{Call: backend.Call{Op: backend.OpRelease}}
+	t0 := time.Now()
+	first, _ := callContext(cfg, base, false, rel, t0)
+	d, ok := first.Deadline()
+	if !ok || d.Before(t0.Add(releaseTimeout)) || d.After(t0.Add(releaseTimeout+releaseShare)) {
+		t.Fatalf("deadline %v after start, want %v to %v", d.Sub(t0), releaseTimeout, releaseTimeout+releaseShare)
+	}
+	if same, _ := callContext(cfg, base, false, rel, t0.Add(releaseShare/2)); same != first {
+		t.Fatal("a release soon after got a context of its own")
+	}
+	later := t0.Add(releaseShare + time.Millisecond)
+	next, _ := callContext(cfg, base, false, rel, later)
+	if next == first {
+		t.Fatal("a release after releaseShare got a bound shorter than releaseTimeout")
+	}
+	if d, _ := next.Deadline(); d.Before(later.Add(releaseTimeout)) {
+		t.Fatalf("deadline %v after start, want at least %v", d.Sub(later), releaseTimeout)
+	}
+	other, stop := context.WithCancel(context.Background())
+	defer stop()
+	if o, _ := callContext(cfg, other, false, rel, later); o == next {
+		t.Fatal("a release under another base got the first base's context")
+	}
+	cancel()
+	<-first.Done()
+	<-next.Done()
+	if !errors.Is(next.Err(), context.Canceled) {
+		t.Fatalf("after base ended: %v", next.Err())
+	}
 }

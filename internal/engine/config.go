@@ -64,6 +64,8 @@ type Config struct {
 	instance string
 	attempts atomic.Uint64
 
+	releases releaseBounds // the bounding contexts of releases (callContext)
+
 	// lastFailure is the backend's last failed call, cleared by the next
 	// call it answers (for Manager.HealthCheck).
 	lastFailure atomic.Pointer[CallFailure]
