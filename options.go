@@ -204,12 +204,23 @@ func WithMetadata(s string) AcquireOption {
 }
 
 // acquireOptions applies opts over the defaults and checks them together.
-func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
-	c := acquireConfig{ttl: DefaultTTL, autoRenew: true}
+// applyAcquireOptions applies opts to c. (A function of its own: the options
+// move the config they are given to the heap, which an acquire without
+// options need not pay for.)
+func applyAcquireOptions(c acquireConfig, opts []AcquireOption) acquireConfig {
+	p := &c
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o(p)
 		}
+	}
+	return *p
+}
+
+func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
+	c := acquireConfig{ttl: DefaultTTL, autoRenew: true}
+	if len(opts) > 0 {
+		c = applyAcquireOptions(c, opts)
 	}
 	if c.err != nil {
 		return c, c.err
