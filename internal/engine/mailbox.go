@@ -91,8 +91,10 @@ func (m *mailbox) processMessages() {
 		// A message posted after run found the queues empty scheduled
 		// nothing (the mailbox was running): take it now, unless another
 		// goroutine has scheduled the mailbox meanwhile.
+		// (A count may dip below zero while a message's poster has pushed
+		// it but not yet counted it: it was taken already.)
 		sys, user := m.sysMessages.Load(), m.userMessages.Load()
-		if sys == 0 && (m.suspended.Load() || user == 0) {
+		if sys <= 0 && (m.suspended.Load() || user <= 0) {
 			return
 		}
 		if !m.running.CompareAndSwap(false, true) {
