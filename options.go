@@ -227,13 +227,24 @@ func WithLimit(n int) AcquireOption {
 	}
 }
 
+// applyAcquireOptions applies opts to c. (A function of its own: the options
+// move the config they are given to the heap, which an acquire without
+// options need not pay for.)
+func applyAcquireOptions(c acquireConfig, opts []AcquireOption) acquireConfig {
+	p := &c
+	for _, o := range opts {
+		if o != nil {
+			o(p)
+		}
+	}
+	return *p
+}
+
 // acquireOptions applies opts over the defaults and checks them together.
 func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
 	c := acquireConfig{ttl: DefaultTTL, autoRenew: true, limit: 1}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+	if len(opts) > 0 {
+		c = applyAcquireOptions(c, opts)
 	}
 	if c.err != nil {
 		return c, c.err

@@ -23,14 +23,11 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	var (
-		g   backend.Grant
-		err error
-	)
-	if terr := b.roundTrip(ctx, []string{r.Key}, func(ctx context.Context) { g, err = b.acquire(ctx, r) }); terr != nil {
+	t := &acquireTrip{b: b, r: r, names: [1]string{r.Key}}
+	if terr := b.roundTripCall(ctx, t.names[:], t); terr != nil {
 		return backend.Grant{}, fmt.Errorf("redis: acquire %q: %w", r.Key, terr)
 	}
-	return g, err
+	return t.g, t.err
 }
 
 // acquire is Acquire's round trips: the script, and the release of a grant
@@ -58,17 +55,17 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := b.closed(); err != nil {
 		return backend.Grant{}, err
 	}
-	var (
-		g   backend.Grant
-		err error
-	)
-	if terr := b.roundTrip(ctx, []string{r.Key}, func(ctx context.Context) {
-		c := b.runOne(ctx, b.renewCall(r))
-		g, err = b.renewAnswer(ctx, r, &c)
-	}); terr != nil {
+	t := &renewTrip{b: b, r: r, names: [1]string{r.Key}}
+	if terr := b.roundTripCall(ctx, t.names[:], t); terr != nil {
 		return backend.Grant{}, fmt.Errorf("redis: renew %q: %w", r.Key, terr)
 	}
-	return g, err
+	return t.g, t.err
+}
+
+// renew is Renew's round trip.
+func (b *Backend) renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
+	c := b.runOne(ctx, b.renewCall(r))
+	return b.renewAnswer(ctx, r, &c)
 }
 
 // Release implements backend.Backend. It ends r.Attempt's holding (the one
@@ -84,14 +81,17 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := b.closed(); err != nil {
 		return err
 	}
-	var err error
-	if terr := b.roundTrip(ctx, []string{r.Key}, func(ctx context.Context) {
-		c := b.runOne(ctx, b.releaseCall(r))
-		err = b.releaseAnswer(ctx, r, &c)
-	}); terr != nil {
+	t := &releaseTrip{b: b, r: r, names: [1]string{r.Key}}
+	if terr := b.roundTripCall(ctx, t.names[:], t); terr != nil {
 		return fmt.Errorf("redis: release %q: %w", r.Key, terr)
 	}
-	return err
+	return t.err
+}
+
+// release is Release's round trip.
+func (b *Backend) release(ctx context.Context, r backend.ReleaseRequest) error {
+	c := b.runOne(ctx, b.releaseCall(r))
+	return b.releaseAnswer(ctx, r, &c)
 }
 
 // logUnconfirmed says that a grant is given back for want of replicas.

@@ -203,7 +203,7 @@ func (a *backendActor) startWorkers() {
 	for range callWorkers {
 		a.wg.Go(func() {
 			for fn := range a.work {
-				fn()
+				a.bounded(fn)
 			}
 		})
 	}
@@ -213,19 +213,21 @@ func (a *backendActor) startWorkers() {
 // on a goroutine of its own when every worker is busy, never more than
 // MaxInFlight at once (goroutines, not the mailbox, wait for a slot).
 func (a *backendActor) exec(fn func()) {
-	bounded := func() {
-		select {
-		case a.sem <- struct{}{}:
-			defer func() { <-a.sem }()
-		case <-a.base.Done(): // stopping: the call fails fast on its cancelled context
-		}
-		fn()
-	}
 	select {
-	case a.work <- bounded:
+	case a.work <- fn:
 	default:
-		a.wg.Go(bounded)
+		a.wg.Go(func() { a.bounded(fn) })
 	}
+}
+
+// bounded runs fn in one of the MaxInFlight slots.
+func (a *backendActor) bounded(fn func()) {
+	select {
+	case a.sem <- struct{}{}:
+		defer func() { <-a.sem }()
+	case <-a.base.Done(): // stopping: the call fails fast on its cancelled context
+	}
+	fn()
 }
 
 // perform makes the backend call m asks for and returns its result. Calls are
@@ -244,9 +246,9 @@ func perform(cfg *Config, base context.Context, immediate bool, m *messages.Back
 			res.Grant, res.Err = backend.Grant{}, fmt.Errorf("%w: %v", ErrBackendPanic, r)
 		}
 	}()
-	ctx, done := callContext(base, immediate, m)
-	defer done()
 	start := time.Now()
+	ctx, done := callContext(cfg, base, immediate, m, start)
+	defer done()
 	switch c.Op {
 	case backend.OpAcquire:
 		res.Grant, res.Err = b.Acquire(ctx, c.Acquire)
@@ -263,10 +265,11 @@ func perform(cfg *Config, base context.Context, immediate bool, m *messages.Back
 	return res
 }
 
-// callContext bounds one call: an acquire by its caller's context, a renewal
-// by the lease's local deadline, a release by releaseTimeout; all of them by
-// base. Inline backends never wait, so their calls skip it.
-func callContext(base context.Context, immediate bool, m *messages.BackendCall) (context.Context, func()) {
+// callContext bounds one call starting now: an acquire by its caller's
+// context, a renewal by the lease's local deadline, a release by
+// releaseTimeout (cfg.releases); all of them by base. Inline backends never
+// wait, so their calls skip it.
+func callContext(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall, now time.Time) (context.Context, func()) {
 	if immediate {
 		if m.Ctx != nil {
 			return m.Ctx, func() {}
@@ -275,13 +278,64 @@ func callContext(base context.Context, immediate bool, m *messages.BackendCall) 
 	}
 	switch m.Call.Op {
 	case backend.OpAcquire:
+		if m.Ctx.Done() == nil {
+			// The caller never gives up: base alone ends the call. One
+			// context where the general case takes six allocations.
+			return &boundByBase{Context: base, caller: m.Ctx}, func() {}
+		}
 		ctx, cancel := context.WithCancel(m.Ctx)
 		stop := context.AfterFunc(base, cancel)
 		return ctx, func() { stop(); cancel() }
 	case backend.OpRenew:
 		return context.WithDeadline(base, m.Deadline)
 	}
-	return context.WithTimeout(base, releaseTimeout)
+	return cfg.releases.bound(base, now), func() {}
+}
+
+// releaseShare is how long releases that start one after another share one
+// bounding context: each is bounded by releaseTimeout to releaseTimeout +
+// releaseShare, and a release costs no timer and no context of its own
+// (those were six allocations and a timer started and stopped per release).
+const releaseShare = 100 * time.Millisecond
+
+// releaseBounds hands out the shared bounding contexts of releases.
+type releaseBounds struct {
+	mu    sync.Mutex
+	base  context.Context
+	ctx   context.Context
+	until time.Time // ctx's deadline
+	// cancel is never called: releases may still run under ctx, whose
+	// deadline (or base's end) frees it.
+	cancel context.CancelFunc
+}
+
+// bound is the bounding context of a release under base that starts at now.
+func (s *releaseBounds) bound(base context.Context, now time.Time) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil || s.base != base || s.until.Before(now.Add(releaseTimeout)) {
+		s.base, s.until = base, now.Add(releaseTimeout+releaseShare)
+		s.ctx, s.cancel = context.WithDeadline(base, s.until)
+	}
+	return s.ctx
+}
+
+// boundByBase is the context of a call whose caller's context never ends:
+// it ends with base (the embedded Context, whose cancellation the contexts
+// derived from it join directly) and carries the caller's values and
+// deadline, as a cancellable child of the caller's context would.
+type boundByBase struct {
+	context.Context // base
+	caller          context.Context
+}
+
+func (c *boundByBase) Deadline() (time.Time, bool) { return c.caller.Deadline() }
+
+func (c *boundByBase) Value(key any) any {
+	if v := c.caller.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // ErrBackendPanic wraps the value of a backend call that panicked.

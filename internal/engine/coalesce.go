@@ -23,6 +23,8 @@ type coalescer struct {
 	mu      sync.Mutex
 	queued  []*messages.BackendCall
 	running int // round trips in flight
+
+	drainFn func() // drain, made once: exec takes a func
 }
 
 // maxBatches is how many round trips one Manager keeps in flight on a batching
@@ -33,7 +35,15 @@ const (
 	maxBatch   = 256
 )
 
-func newCoalescer(a *backendActor) *coalescer { return &coalescer{a: a} }
+func newCoalescer(a *backendActor) *coalescer {
+	q := &coalescer{a: a}
+	q.drainFn = q.drain
+	return q
+}
+
+// queueKeep is the largest array an empty queue keeps: a burst must not pin
+// its memory.
+const queueKeep = 2 * maxBatch
 
 // add queues m, and starts a round trip unless enough are in flight.
 func (q *coalescer) add(m *messages.BackendCall) {
@@ -45,7 +55,7 @@ func (q *coalescer) add(m *messages.BackendCall) {
 	}
 	q.mu.Unlock()
 	if start {
-		q.a.exec(q.drain)
+		q.a.exec(q.drainFn)
 	}
 }
 
@@ -59,26 +69,41 @@ func (q *coalescer) drain() {
 			q.mu.Unlock()
 			return
 		}
+		if n == 1 { // a lone call needs no batch
+			m := q.queued[0]
+			q.take(1)
+			q.mu.Unlock()
+			q.sendOne(m)
+			continue
+		}
 		batch := make([]*messages.BackendCall, n)
 		copy(batch, q.queued)
-		clear(q.queued[:n])
-		q.queued = q.queued[n:]
-		if len(q.queued) == 0 {
-			q.queued = nil
-		}
+		q.take(n)
 		q.mu.Unlock()
 		q.send(batch)
 	}
+}
+
+// take drops the first n queued calls, keeping the array (under mu).
+func (q *coalescer) take(n int) {
+	rest := copy(q.queued, q.queued[n:])
+	clear(q.queued[rest:])
+	q.queued = q.queued[:rest]
+	if rest == 0 && cap(q.queued) > queueKeep {
+		q.queued = nil
+	}
+}
+
+// sendOne makes the one call m, alone, and answers it.
+func (q *coalescer) sendOne(m *messages.BackendCall) {
+	a := q.a
+	a.reply(m, perform(a.cfg, a.callsCtx(), false, m))
 }
 
 // send makes one round trip and answers every call in it.
 func (q *coalescer) send(batch []*messages.BackendCall) {
 	a := q.a
 	calls := a.callsCtx()
-	if len(batch) == 1 { // a lone call needs no batch
-		a.reply(batch[0], perform(a.cfg, calls, false, batch[0]))
-		return
-	}
 	// A call whose caller has gone is not sent (its acquire would only be
 	// released again); the rest go together, bounded as a release is.
 	live := make([]backend.Call, 0, len(batch))

@@ -64,6 +64,8 @@ type Config struct {
 	instance string
 	attempts atomic.Uint64
 
+	releases releaseBounds // the bounding contexts of releases (callContext)
+
 	// lastFailure is the backend's last failed call, cleared by the next
 	// call it answers (for Manager.HealthCheck).
 	lastFailure atomic.Pointer[CallFailure]
@@ -107,7 +109,12 @@ func (c *Config) clock() Clock {
 
 // newAttempt returns a new acquire attempt identity ("<instance>.<n>").
 func (c *Config) newAttempt() string {
-	return c.instance + "." + strconv.FormatUint(c.attempts.Add(1), 36)
+	// Built in one buffer: one allocation, where the concatenation of a
+	// formatted number took two.
+	var buf [48]byte
+	b := append(buf[:0], c.instance...)
+	b = append(b, '.')
+	return string(strconv.AppendUint(b, c.attempts.Add(1), 36))
 }
 
 // newInstance returns 16 random hex digits: with 64 bits, two Managers that

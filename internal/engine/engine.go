@@ -58,7 +58,7 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 		// Stopped, not restarted, on a panic (the guardian is their
 		// supervisor: they are spawned from the root): a restarted backend
 		// actor would orphan its workers, a restarted registry its Close.
-		return actor.PropsFromProducer(producer, actor.WithDispatcher(dispatcher),
+		return actor.PropsFromProducer(producer, actor.WithDispatcher(dispatcher), actor.WithMailbox(newMailbox),
 			actor.WithSupervisor(stopOnFailure), actor.WithGuardian(stopOnFailure))
 	}
 	// The router first: the backend actor's release watch may route a
@@ -72,11 +72,7 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, func(b []messages.Renewal) {
 		root.Send(e.backend, &messages.RenewBatch{Renewals: b})
 	})
-	// The lock-free mailbox costs a quarter of the ring-buffer one's memory;
-	// a lease actor sees a few messages per renewal period, so its lower
-	// peak throughput does not matter.
-	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) }).
-		Configure(actor.WithMailbox(actor.UnboundedLockfree()))
+	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) })
 	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
 	return e
 }

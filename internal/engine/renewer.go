@@ -43,6 +43,10 @@ type renewer struct {
 
 	mu      sync.Mutex
 	buckets map[int64][]*renewal // slot → the renewals due in it; none empty
+	// spare is the array of a small bucket that cancel emptied, for the
+	// next new bucket: a lease acquired and released before its first
+	// renewal then costs the wheel no allocation.
+	spare []*renewal
 	slots   slotHeap             // the slots of buckets, and of some gone since
 	t       Timer
 	armedAt time.Time // of t; zero when t is not armed
@@ -135,6 +139,9 @@ func (r *renewer) schedule(n *renewal, due time.Time, slack time.Duration) {
 func (r *renewer) add(n *renewal) {
 	n.slot = r.slotOf(n.due)
 	b, ok := r.buckets[n.slot]
+	if !ok && r.spare != nil {
+		b, r.spare = r.spare, nil
+	}
 	n.pos = len(b)
 	r.buckets[n.slot] = append(b, n)
 	if ok {
@@ -146,6 +153,9 @@ func (r *renewer) add(n *renewal) {
 	}
 	r.slots.push(n.slot)
 }
+
+// spareCap is the largest bucket array kept as spare.
+const spareCap = 8
 
 // compact rebuilds slots from the buckets. A bucket emptied by cancel goes at
 // once (so that leases acquired and released before their first renewal
@@ -179,6 +189,9 @@ func (r *renewer) remove(n *renewal) {
 	n.pos = -1
 	if b = b[:len(b)-1]; len(b) == 0 {
 		delete(r.buckets, n.slot)
+		if cap(b) <= spareCap {
+			r.spare = b
+		}
 	} else {
 		r.buckets[n.slot] = b
 	}

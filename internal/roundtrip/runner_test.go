@@ -3,6 +3,8 @@ package roundtrip
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,4 +76,56 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Calls that finish, calls abandoned and calls that finish as their context
+// ends, many at once: each call sees only its own round trip's work, a call
+// that returned nil saw its fn run, and nothing stays abandoned (Do reuses
+// the trips it saw finish).
+func TestTripsAreReusedWithoutCrossTalk(t *testing.T) {
+	closing := make(chan struct{})
+	t.Cleanup(func() { close(closing) })
+	r := New(closing)
+	const goroutines, calls = 8, 300
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			names := []string{strconv.Itoa(g)}
+			for i := range calls {
+				ctx, cancel := context.WithCancel(context.Background())
+				var got atomic.Int64
+				want := int64(g*calls + i + 1)
+				block := make(chan struct{})
+				err := r.Do(ctx, names, func(context.Context) {
+					switch i % 3 {
+					case 1: // ends as its context does
+						cancel()
+					case 2: // outlives its context
+						cancel()
+						<-block
+					}
+					got.Store(want)
+				})
+				close(block)
+				cancel()
+				if err == nil && got.Load() != want {
+					t.Errorf("call %d/%d returned nil with %d written, want %d", g, i, got.Load(), want)
+				}
+				if i%3 == 2 && err == nil {
+					t.Errorf("call %d/%d outlived its context and returned nil", g, i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The abandoned trips finish once unblocked; a call on each name waits
+	// for them.
+	for g := range goroutines {
+		if err := r.Do(ctxT(t), []string{strconv.Itoa(g)}, func(context.Context) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := r.Abandoned(); n != 0 {
+		t.Fatalf("%d names still recorded as abandoned", n)
+	}
 }

@@ -7,15 +7,24 @@ import (
 	"sync/atomic"
 )
 
-// Trip is one run of a round trip's fn: done is closed when fn has returned
-// (panicked is written before).
+// Trip is one run of a round trip's fn. When fn has returned (panicked is
+// written before), done gets one value if the trip was not abandoned, for
+// its one Await; an abandoned trip's gone, made when it is abandoned, is
+// closed instead, for every later call on its names. (A value rather than a
+// close: a trip that Do saw finish is reused, channel and all.)
 type Trip struct {
 	done     chan struct{}
+	gone     chan struct{}
 	panicked any
 	// state goes from tripRunning to tripFinished or, when the caller stops
 	// waiting first, to tripAbandoned (under abandonedTrips.mu, with names).
 	state atomic.Int32
 	names []string
+
+	// What to run, until it runs.
+	r    *Runner
+	ctx  context.Context
+	call Call
 }
 
 const (
@@ -32,13 +41,15 @@ type abandonedTrips struct {
 	byName map[string][]*Trip
 }
 
-// add records t as abandoned on names, unless it has finished already.
-func (a *abandonedTrips) add(t *Trip, names []string) {
+// add records t as abandoned on names, unless it has finished already, and
+// reports whether it did.
+func (a *abandonedTrips) add(t *Trip, names []string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !t.state.CompareAndSwap(tripRunning, tripAbandoned) {
-		return
+		return false
 	}
+	t.gone = make(chan struct{})
 	if a.byName == nil {
 		a.byName = map[string][]*Trip{}
 	}
@@ -49,13 +60,15 @@ func (a *abandonedTrips) add(t *Trip, names []string) {
 		}
 		a.byName[name] = append(a.byName[name], t)
 	}
+	return true
 }
 
-// finish closes t.done, having forgotten t if it was abandoned: whoever sees
-// t done sees it forgotten. Only an abandoned trip takes the lock.
+// finish tells t's Await that t is done or, if t was abandoned, forgets it
+// and closes t.gone: whoever sees t gone sees it forgotten. Only an
+// abandoned trip takes the lock.
 func (a *abandonedTrips) finish(t *Trip) {
 	if t.state.CompareAndSwap(tripRunning, tripFinished) {
-		close(t.done)
+		t.done <- struct{}{}
 		return
 	}
 	a.mu.Lock()
@@ -69,7 +82,7 @@ func (a *abandonedTrips) finish(t *Trip) {
 			a.byName[name] = ts
 		}
 	}
-	close(t.done)
+	close(t.gone)
 }
 
 // wait waits until no abandoned trip on names is running, or ctx ends.
@@ -85,7 +98,7 @@ func (a *abandonedTrips) wait(ctx context.Context, names []string) error {
 	a.mu.Unlock()
 	for _, t := range pending {
 		select {
-		case <-t.done:
+		case <-t.gone:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
