@@ -46,8 +46,8 @@ type renewer struct {
 	// spare is the array of a small bucket that cancel emptied, for the
 	// next new bucket: a lease acquired and released before its first
 	// renewal then costs the wheel no allocation.
-	spare []*renewal
-	slots   slotHeap             // the slots of buckets, and of some gone since
+	spare   []*renewal
+	slots   slotHeap // the slots of buckets, and of some gone since
 	t       Timer
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
