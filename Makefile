@@ -49,7 +49,8 @@ fuzz:
 # a fault, a restart, Close (pickup by notice included, with clock drift in
 # one run); liveness with a fault. Every search exhaustive: the hand-off
 # checks alone are about 47 million states and need up to 5.6 GB of memory
-# (the fault run); allow about 15 minutes of CPU.
+# (the fault run); allow about 15 minutes of CPU. And the limit's model
+# (limit.pml) with clock drift.
 model-deep:
 	LEASEHOLD_MODEL_DEEP=1 $(GO) test -count=1 -timeout 2h -v ./actors/model
 

@@ -375,8 +375,9 @@ func (s *suite) lExpiry(t *testing.T) {
 func (s *suite) lDeadWaiter(t *testing.T) {
 	const n = 2
 	p := s.limitPair(t, n, true)
+	meter, withMeter := newHandOffMeter(t)
 	m1 := p.manager(t, "o1")
-	m2 := p.manager(t, "o2", leasehold.WithPickupWindow(s.short/2))
+	m2 := p.manager(t, "o2", withMeter, leasehold.WithPickupWindow(s.short/2))
 	a1 := mustAcquire(t, m1, "job", leasehold.WithLimit(n))
 	a2 := mustAcquire(t, m1, "job", leasehold.WithLimit(n))
 	dead, err := p.raw.Acquire(ctxT(t), backend.AcquireRequest{
@@ -395,6 +396,11 @@ func (s *suite) lDeadWaiter(t *testing.T) {
 	t.Logf("the waiter got the slot %v after the release (pickup windows: dead %v, its own %v)", time.Since(start), s.tiny, s.short/2)
 	if w.Token() <= a2.Token() {
 		t.Errorf("token %d after %d", w.Token(), a2.Token())
+	}
+	// Taken by its own poll once the dead waiter's window had passed: the
+	// slot was free then, and its turn was first.
+	if got := meter.count(t, "poll"); got != 1 {
+		t.Errorf("hand-offs by poll (the fallback) = %d, want 1", got)
 	}
 	mustHold(t, m1, "job", n, a2, w)
 }
