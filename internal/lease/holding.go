@@ -123,6 +123,14 @@ func (h *Holding) Err() error {
 	return h.err
 }
 
+// Deadline is the local deadline: from it on, Err reports the holding lost
+// (zero until the lease actor sets it).
+func (h *Holding) Deadline() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline
+}
+
 // SetDeadline lowers or raises the local deadline without a confirmation
 // (a renewal that would shorten the lease is on its way).
 func (h *Holding) SetDeadline(t time.Time) {
