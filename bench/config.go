@@ -53,7 +53,13 @@ type runConfig struct {
 	RestartGrace time.Duration
 	Seed         uint64
 	Rep          int // which repetition of this configuration (-repeat), from 1
+	// Limit is the most holders of a name at once (-limit): 1 (or 0) an
+	// exclusive lock, above 1 a semaphore.
+	Limit int
 }
+
+// limit is the run's limit of holders per name, at least 1.
+func (c runConfig) limit() int { return max(c.Limit, 1) }
 
 // contenders is the number of goroutines competing, over every process.
 func (c runConfig) contenders() int { return c.Procs * c.Goroutines }

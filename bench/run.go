@@ -280,7 +280,7 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	}
 	r.PerKeyPerSecond = perKey
 	r.Acquire = summarise(acq)
-	all, waiters := handOffs(ivs, len(live))
+	all, waiters := handOffs(ivs, len(live), cfg.limit())
 	r.HandOff, r.WaiterHandOff = summarise(all), summarise(waiters)
 	r.Fairness = jain(perLive)
 	r.Shares = shares(perLive)
@@ -291,7 +291,7 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	if len(ivs) > 0 {
 		r.RoundTripsPerAcq = float64(counts.RoundTrips) / float64(len(ivs))
 	}
-	r.Safety = checkSafety(ivs, rejections, start)
+	r.Safety = checkSafety(ivs, rejections, start, cfg.limit())
 	slices.Sort(r.Errors)
 	r.Errors = slices.Compact(r.Errors)
 	return r
