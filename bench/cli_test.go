@@ -55,6 +55,11 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-scale", "10", "-ttl", "1s", "-renew", "2s"}, "-renew"},
 		{[]string{"-scale", "10", "-locks", "redsync"}, "-locks redsync"},
 		{[]string{"-replot", "somewhere", "-procs", "2"}, "-procs"},
+		{[]string{"-limit", "0"}, "-limit 0"},
+		{[]string{"-limit", "1025"}, "-limit 1025"},
+		{[]string{"-backend", "redis", "-locks", "leasehold,redislock", "-limit", "2"}, "-locks redislock"},
+		{[]string{"-scale", "10", "-limit", "2"}, "-limit"},
+		{[]string{"-replot", "somewhere", "-limit", "2"}, "-limit"},
 		{[]string{"extra"}, "unexpected argument"},
 	} {
 		var errOut bytes.Buffer
