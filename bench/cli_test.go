@@ -114,7 +114,7 @@ func TestCLILimitRun(t *testing.T) {
 		t.Fatalf("exit %d: %s\n%s", code, errOut.String(), out.String())
 	}
 	table := out.String()
-	for _, want := range []string{"limit 3 holders per name", "util", "RT/grant", "Limit 3: hand-off", "0 token-order violations"} {
+	for _, want := range []string{"one hot name, limit 3,", "util", "RT/grant", "Limit 3: hand-off", "0 token-order violations"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
@@ -125,6 +125,9 @@ func TestCLILimitRun(t *testing.T) {
 	for _, l := range strings.Split(table, "\n") {
 		if n := utf8.RuneCountInString(l); n > tableWidth {
 			t.Errorf("a line of %d columns: %q", n, l)
+		}
+		if strings.TrimRight(l, " ") != l {
+			t.Errorf("trailing blanks: %q", l)
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
@@ -156,6 +159,13 @@ func TestCLILimitRun(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
 			t.Error(err)
 		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-replot", dir}, &out, &errOut); code != exitOK {
+		t.Fatalf("-replot: exit %d: %s", code, errOut.String())
+	}
+	if out.String() != table {
+		t.Errorf("-replot prints another table:\n%s\nwant:\n%s", out.String(), table)
 	}
 }
 

@@ -294,7 +294,7 @@ func writeLimitTable(w io.Writer, ss []*summary, runs int) error {
 		return *s.Utilisation
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\t\t\tacquire ms\thand-off ms\t\t\t\t\t")
+	fmt.Fprintln(tw, "\t\t\tacquire ms\thand-off ms\t")
 	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tp50/p99\tp50/p99\tJain\tutil\tRT/grant\toverlaps\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%s\t%s\t%.3f\t%s\t%s\t%d\t\n",
@@ -332,10 +332,11 @@ func medianOf(s spread, format string) string {
 	return fmt.Sprintf(format, s.Median)
 }
 
-// limitWords is ", limit n" for a run of limit above 1, else "".
+// limitWords is ", limit n" for a run of limit above 1 (up to n holders of
+// a name at once), else "".
 func limitWords(r *runResult) string {
 	if r.limit() > 1 {
-		return fmt.Sprintf(", limit %d holders per name", r.limit())
+		return fmt.Sprintf(", limit %d", r.limit())
 	}
 	return ""
 }
