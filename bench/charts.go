@@ -97,7 +97,7 @@ func writeCharts(dir string, rs []*runResult) error {
 	if runs > 1 {
 		total += fmt.Sprintf("; totals over %d runs", runs)
 	}
-	if err := safetyPanel(filepath.Join(dir, chartSafety), ss, total); err != nil {
+	if err := safetyPanel(filepath.Join(dir, chartSafety), ss, total, rs[0].limit()); err != nil {
 		return fmt.Errorf("%s: %w", chartSafety, err)
 	}
 	return nil
@@ -118,7 +118,7 @@ func workload(r *runResult) string {
 // chartContext starts the second line of every chart's title: the backend
 // and the workload.
 func chartContext(r0 *runResult) string {
-	return fmt.Sprintf("%s, %s, hold %g ms, think %g ms, %g s per run", r0.Backend, workload(r0), r0.HoldMs, r0.ThinkMs, r0.Seconds)
+	return fmt.Sprintf("%s, %s%s, hold %g ms, think %g ms, %g s per run", r0.Backend, workload(r0), limitWords(r0), r0.HoldMs, r0.ThinkMs, r0.Seconds)
 }
 
 // lockStyle is the colour, dash and glyph of a lock, the same in every
@@ -452,9 +452,24 @@ func fairnessChart(path string, ss []*summary, ctx string) error {
 // refused fenced writes (both must be 0) and fallback wakes (grants a waiter
 // took by its own poll, not by a hand-off notice: lower is better), totals
 // over the runs, and the safety verdict: ok, FAILURE for leasehold, finding
-// for a peer.
-func safetyPanel(path string, ss []*summary, ctx string) error {
+// for a peer. Above a limit of 1 the overlaps are holdings beyond the limit
+// and the refusals tokens out of order (see checkSafety).
+func safetyPanel(path string, ss []*summary, ctx string, limit int) error {
 	head := []string{"lock", "procs×g", "runs", "overlaps", "fenced writes refused", "fallback wakes", "safety"}
+	notes := []string{
+		"overlaps: two holders of one name at once. fenced writes refused: a holder wrote a token older than one",
+		"already written. Both must be 0. fallback wakes: grants a waiter took by its own poll (after an expiry or a",
+		"lost notice), not by a hand-off notice (leasehold.handoffs, via=poll): lower is better. n/a: not counted.",
+	}
+	if limit > 1 {
+		head[4] = "tokens out of order"
+		notes = []string{
+			fmt.Sprintf("overlaps: holdings that began while %d holders of their name were live. tokens out of order: a", limit),
+			"holding's token not above one granted before its acquire was called, or repeated. Both must be 0.",
+			"fallback wakes: grants a waiter took by its own poll (after an expiry or a lost notice), not by a hand-off",
+			"notice (leasehold.handoffs, via=poll): lower is better. n/a: not counted.",
+		}
+	}
 	type cell struct {
 		s string
 		c color.Color
@@ -492,13 +507,11 @@ func safetyPanel(path string, ss []*summary, ctx string) error {
 		}
 	}
 	rowH := bs.Height("0") + vg.Points(6)
-	notes := []string{
-		"overlaps: two holders of one name at once. fenced writes refused: a holder wrote a token older than one",
-		"already written. Both must be 0. fallback wakes: grants a waiter took by its own poll (after an expiry or a",
-		"lost notice), not by a hand-off notice (leasehold.handoffs, via=poll): lower is better. n/a: not counted.",
-	}
 	ns := textStyle(9, grey)
-	const title = "Safety per lock — overlaps and refused fenced writes must be 0"
+	title := "Safety per lock — overlaps and refused fenced writes must be 0"
+	if limit > 1 {
+		title = "Safety per lock — overlaps and tokens out of order must be 0"
+	}
 	pad := vg.Points(8)
 	height := titleHeight(title, ctx, pad) + pad + rowH*vg.Length(len(rows)+1) + vg.Points(6) + ns.Height("x")*vg.Length(len(notes)) + 2*pad
 	img := vgimg.NewWith(vgimg.UseWH(figWidth, height), vgimg.UseDPI(dpi))

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -55,6 +58,11 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-scale", "10", "-ttl", "1s", "-renew", "2s"}, "-renew"},
 		{[]string{"-scale", "10", "-locks", "redsync"}, "-locks redsync"},
 		{[]string{"-replot", "somewhere", "-procs", "2"}, "-procs"},
+		{[]string{"-limit", "0"}, "-limit 0"},
+		{[]string{"-limit", "1025"}, "-limit 1025"},
+		{[]string{"-backend", "redis", "-locks", "leasehold,redislock", "-limit", "2"}, "-locks redislock"},
+		{[]string{"-scale", "10", "-limit", "2"}, "-limit"},
+		{[]string{"-replot", "somewhere", "-limit", "2"}, "-limit"},
 		{[]string{"extra"}, "unexpected argument"},
 	} {
 		var errOut bytes.Buffer
@@ -66,6 +74,112 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %q does not name %s", tc.args, err, tc.want)
 		}
+	}
+}
+
+// Above a limit of 1 the peers, which have no semaphore, leave the default
+// contenders, and the output says so.
+func TestLimitLeavesPeersOut(t *testing.T) {
+	var errOut bytes.Buffer
+	f, err := parseFlags([]string{"-backend", "redis", "-limit", "2"}, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.locks, []string{lockLeasehold}) {
+		t.Errorf("contenders %v, want leasehold alone", f.locks)
+	}
+	if note := leftOutNote(backendRedis, 2); !strings.Contains(note, "redislock and redsync have no semaphore") {
+		t.Errorf("note %q", note)
+	}
+	if note := leftOutNote(backendRedis, 1); note != "" {
+		t.Errorf("limit 1: note %q", note)
+	}
+	f, err = parseFlags([]string{"-backend", "redis"}, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.locks, []string{lockLeasehold, lockRedislock, lockRedsync}) {
+		t.Errorf("limit 1: contenders %v", f.locks)
+	}
+}
+
+// A short -limit 3 run on memory: several holders at once and none beyond
+// three, the semaphore's measures in the table, results.json and the
+// charts.
+func TestCLILimitRun(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	args := []string{"-limit", "3", "-inprocess", "-quiet", "-goroutines", "6", "-duration", "400ms", "-report", dir}
+	if code := run(context.Background(), args, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s\n%s", code, errOut.String(), out.String())
+	}
+	table := out.String()
+	for _, want := range []string{"one hot name, limit 3,", "util", "RT/grant", "Limit 3: hand-off", "0 token-order violations"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "vs") {
+		t.Errorf("a \"vs leasehold\" column without a peer:\n%s", table)
+	}
+	for _, l := range strings.Split(table, "\n") {
+		if n := utf8.RuneCountInString(l); n > tableWidth {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+		if strings.TrimRight(l, " ") != l {
+			t.Errorf("trailing blanks: %q", l)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j jsonReport
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(j.Runs))
+	}
+	r := j.Runs[0]
+	if r.Limit != 3 || r.Safety.Overlaps != 0 || r.Safety.Rejections != 0 {
+		t.Fatalf("limit %d, safety %+v", r.Limit, r.Safety)
+	}
+	// One holder at a time would be a utilisation of 1/3 at most.
+	if len(r.Utilisation) != 1 || r.Utilisation[0] <= 1.0/3 || r.Utilisation[0] > 1 {
+		t.Errorf("utilisation %v: want several holders at once, within the limit", r.Utilisation)
+	}
+	if r.HandOff.N == 0 || r.Acquisitions == 0 || r.RoundTripsPerAcq == 0 {
+		t.Errorf("%d hand-offs, %d grants, %.2f round trips per grant", r.HandOff.N, r.Acquisitions, r.RoundTripsPerAcq)
+	}
+	if s := j.Summaries[0]; s.Limit != 3 || s.Utilisation == nil {
+		t.Errorf("summary: limit %d, utilisation %v", s.Limit, s.Utilisation)
+	}
+	for _, c := range []string{chartThroughput, chartFairness, chartSafety} {
+		if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
+			t.Error(err)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-replot", dir}, &out, &errOut); code != exitOK {
+		t.Fatalf("-replot: exit %d: %s", code, errOut.String())
+	}
+	if out.String() != table {
+		t.Errorf("-replot prints another table:\n%s\nwant:\n%s", out.String(), table)
+	}
+}
+
+// The checker's self-test under a limit: the unsafe lock's n slots, each
+// taken by check, then set, let more than n hold at once, and the CLI
+// exits 1.
+func TestCLILimitCatchesUnsafeSemaphore(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"-locks", "unsafe", "-limit", "2", "-goroutines", "6", "-inprocess", "-quiet", "-duration", "200ms"}, &out, &errOut)
+	if code != exitUnsafe {
+		t.Fatalf("exit %d, want %d; stderr: %s", code, exitUnsafe, errOut.String())
+	}
+	if !strings.Contains(out.String(), "beyond the limit of 2") || !strings.Contains(errOut.String(), "beyond the limit of 2") {
+		t.Errorf("the failure is not called out:\n%s\n%s", out.String(), errOut.String())
 	}
 }
 

@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
 // errConfig marks an invalid command line or worker configuration.
@@ -53,7 +56,13 @@ type runConfig struct {
 	RestartGrace time.Duration
 	Seed         uint64
 	Rep          int // which repetition of this configuration (-repeat), from 1
+	// Limit is the most holders of a name at once (-limit): 1 (or 0) an
+	// exclusive lock, above 1 a semaphore.
+	Limit int
 }
+
+// limit is the run's limit of holders per name, at least 1.
+func (c runConfig) limit() int { return max(c.Limit, 1) }
 
 // contenders is the number of goroutines competing, over every process.
 func (c runConfig) contenders() int { return c.Procs * c.Goroutines }
@@ -115,6 +124,34 @@ func (c runConfig) validate() error {
 		return fmt.Errorf("%w: -peer-poll %v: negative", errConfig, c.PeerPoll)
 	case c.Duration <= 0:
 		return fmt.Errorf("%w: -duration %v: must be positive", errConfig, c.Duration)
+	case c.Limit < 0 || c.Limit > leasehold.MaxLimit: // 0: 1
+		return fmt.Errorf("%w: -limit %d: want 1 (an exclusive lock) to %d", errConfig, c.Limit, leasehold.MaxLimit)
+	case c.Limit > 1 && isPeer(c.Lock):
+		return fmt.Errorf("%w: -limit %d: -locks %s has no semaphore; a limit above 1 runs leasehold (and unsafe) only", errConfig, c.Limit, c.Lock)
 	}
 	return nil
+}
+
+// peersOf are the other libraries the bench runs on backend by default.
+func peersOf(backend string) []string {
+	switch backend {
+	case backendRedis:
+		return []string{lockRedislock, lockRedsync}
+	case backendPostgres:
+		return []string{lockPGLock}
+	}
+	return nil
+}
+
+// leftOutNote says which of the backend's peers a run of limit above 1
+// leaves out, and why; "" when none.
+func leftOutNote(backend string, limit int) string {
+	peers := peersOf(backend)
+	if limit <= 1 || len(peers) == 0 {
+		return ""
+	}
+	if len(peers) == 1 {
+		return fmt.Sprintf("-limit %d: %s has no semaphore and is left out", limit, peers[0])
+	}
+	return fmt.Sprintf("-limit %d: %s have no semaphore and are left out", limit, strings.Join(peers, " and "))
 }

@@ -144,6 +144,9 @@ func newLeaseholdLocker(ctx context.Context, c runConfig, proc int) (_ *leasehol
 		be = sb
 	}
 	l.be = be
+	if err := be.Info().CheckLimit(c.limit()); err != nil {
+		return nil, fmt.Errorf("%w: -limit %d on -backend %s: %w", errConfig, c.limit(), c.Backend, err)
+	}
 	r := make([]byte, 4)
 	_, _ = rand.Read(r)
 	l.reader = sdkmetric.NewManualReader()
@@ -168,7 +171,11 @@ func (l *leaseholdLocker) acquire(ctx context.Context, name string) (holding, er
 	if wait == waitForever {
 		wait = leasehold.WaitForever
 	}
-	lease, err := l.m.Acquire(ctx, name, leasehold.WithTTL(l.cfg.TTL), leasehold.WithWait(wait))
+	opts := []leasehold.AcquireOption{leasehold.WithTTL(l.cfg.TTL), leasehold.WithWait(wait)}
+	if l.cfg.limit() > 1 {
+		opts = append(opts, leasehold.WithLimit(l.cfg.limit()))
+	}
+	lease, err := l.m.Acquire(ctx, name, opts...)
 	if errors.Is(err, leasehold.ErrNotAcquired) {
 		return nil, errNotAcquired
 	}

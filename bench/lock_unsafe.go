@@ -15,7 +15,9 @@ import (
 // broken lock: it checks that a name is free, then, in a separate step, sets
 // itself as holder, and draws its "fencing token" by reading a counter and
 // writing it back plus one. Two contenders that both see the name free both
-// take it, and both may draw the same token.
+// take it, and both may draw the same token. Under a limit n above 1 it is
+// a broken semaphore the same way: n slots, each taken by check, then set,
+// so that n+1 contenders can hold the name at once.
 //
 // On the memory backend its store is a map shared by the goroutines of the
 // process; on redis it is GET then SET (no NX), the classic broken Redis lock.
@@ -57,15 +59,19 @@ func (l *unsafeLocker) acquire(ctx context.Context, name string) (holding, error
 		if !first {
 			l.st.pollWakes.Add(1)
 		}
-		v, err := l.store.get(wctx, name)
-		if err != nil {
-			return nil, l.ctxErr(ctx, wctx, err)
-		}
-		if v == "" {
+		for slot := range l.cfg.limit() {
+			key := unsafeSlot(name, slot)
+			v, err := l.store.get(wctx, key)
+			if err != nil {
+				return nil, l.ctxErr(ctx, wctx, err)
+			}
+			if v != "" {
+				continue
+			}
 			// The broken part: between the check and the set another
 			// contender may check too. Yield to make that likely.
 			runtime.Gosched()
-			if err := l.store.set(wctx, name, me); err != nil {
+			if err := l.store.set(wctx, key, me); err != nil {
 				return nil, l.ctxErr(ctx, wctx, err)
 			}
 			t, err := l.store.get(wctx, name+":token")
@@ -77,7 +83,7 @@ func (l *unsafeLocker) acquire(ctx context.Context, name string) (holding, error
 			if err := l.store.set(wctx, name+":token", strconv.FormatUint(n+1, 10)); err != nil {
 				return nil, l.ctxErr(ctx, wctx, err)
 			}
-			return unsafeHolding{l: l, name: name, tok: n + 1}, nil
+			return unsafeHolding{l: l, name: key, tok: n + 1}, nil
 		}
 		select {
 		case <-wctx.Done():
@@ -85,6 +91,15 @@ func (l *unsafeLocker) acquire(ctx context.Context, name string) (holding, error
 		case <-time.After(unsafePoll):
 		}
 	}
+}
+
+// unsafeSlot is the key of slot i of name: the name itself for the first
+// (the only one of an exclusive lock).
+func unsafeSlot(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return name + ":slot" + strconv.Itoa(i)
 }
 
 // ctxErr turns the end of the wait into errNotAcquired.

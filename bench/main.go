@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/faultproxy"
 )
 
@@ -90,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	wait := fs.String("wait", "forever", `how long one acquire waits: "forever" (until the run ends) or a duration (then it counts as not acquired and tries again)`)
 	fs.DurationVar(&c.PeerPoll, "peer-poll", 0, "retry interval of the polling peers (default 0: each library's documented setting: redislock 100ms, redsync 50-250ms, pglock the lease duration)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each run")
+	fs.IntVar(&c.Limit, "limit", 1, "most holders of a name at once: above 1 a semaphore (leasehold's WithLimit), without the peers, which have none")
 	fs.StringVar(&f.format, "format", "table", "output: table, json or csv")
 	fs.StringVar(&f.reportDir, "report", "", "directory for results.json and the charts (none by default)")
 	fs.IntVar(&f.repeat, "repeat", 1, "run each configuration this many times; the table and charts show the median and the min–max spread")
@@ -134,11 +136,9 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	f.locks = splitList(*locks)
 	if len(f.locks) == 0 {
 		f.locks = []string{lockLeasehold}
-		switch c.Backend {
-		case backendRedis:
-			f.locks = append(f.locks, lockRedislock, lockRedsync)
-		case backendPostgres:
-			f.locks = append(f.locks, lockPGLock)
+		if c.Limit <= 1 {
+			// Above 1 none of them has a semaphore: the run says so.
+			f.locks = append(f.locks, peersOf(c.Backend)...)
 		}
 	}
 	f.chaos = splitList(*chaos)
@@ -154,6 +154,9 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	}
 	if f.repeat < 1 {
 		return nil, fmt.Errorf("%w: -repeat %d: at least 1", errConfig, f.repeat)
+	}
+	if c.Limit < 1 {
+		return nil, fmt.Errorf("%w: -limit %d: want 1 (an exclusive lock) to %d", errConfig, c.Limit, leasehold.MaxLimit)
 	}
 	if f.scale < 0 {
 		return nil, fmt.Errorf("%w: -scale %d: negative", errConfig, f.scale)
@@ -194,6 +197,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.replot != "" {
 		results, err = replot(f.replot)
 	} else {
+		if note := leftOutNote(f.base.Backend, f.base.Limit); note != "" {
+			fmt.Fprintln(stderr, "bench:", note)
+		}
 		results, err = runAll(ctx, f, stderr)
 	}
 	if err != nil {
@@ -212,7 +218,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for _, r := range results {
 		if r.failed() {
-			fmt.Fprintf(stderr, "bench: %v: %s with %d contenders had %d overlapping holdings\n", errUnsafe, r.Lock, r.Contenders, r.Safety.Overlaps)
+			what := "overlapping holdings"
+			if r.limit() > 1 {
+				what = fmt.Sprintf("holdings beyond the limit of %d", r.limit())
+			}
+			fmt.Fprintf(stderr, "bench: %v: %s with %d contenders had %d %s\n", errUnsafe, r.Lock, r.Contenders, r.Safety.Overlaps, what)
 			return exitUnsafe
 		}
 	}

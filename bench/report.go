@@ -99,9 +99,18 @@ var csvHeader = []string{"lock", "backend", "procs", "goroutines", "keys", "dist
 	"wake_notify", "wake_poll", "round_trips_per_acq", "overlaps", "fence_rejections", "failures",
 	"cpu_s", "max_rss_mib", "leasehold_throughput_x", "peer_handoff_x", "rep", "notice_handoffs", "fallback_wakes"}
 
+// csvLimitHeader are the columns a CSV of runs of limit above 1 adds:
+// the limit, and name 0's utilisation (see utilisation).
+var csvLimitHeader = []string{"limit", "utilisation_name0"}
+
 func writeCSV(w io.Writer, rs []*runResult) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write(csvHeader)
+	limited := slices.ContainsFunc(rs, func(r *runResult) bool { return r.limit() > 1 })
+	if limited {
+		_ = cw.Write(append(slices.Clone(csvHeader), csvLimitHeader...))
+	} else {
+		_ = cw.Write(csvHeader)
+	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rs {
 		t, h, ok := ratios(rs, r)
@@ -113,7 +122,7 @@ func writeCSV(w io.Writer, rs []*runResult) error {
 		if r.Handoffs != nil {
 			notice, fallback = strconv.FormatUint(r.Handoffs.Notice, 10), strconv.FormatUint(r.Handoffs.Poll, 10)
 		}
-		_ = cw.Write([]string{r.Lock, r.Backend, strconv.Itoa(r.Procs), strconv.Itoa(r.Goroutines), strconv.Itoa(r.Keys), r.Dist,
+		row := []string{r.Lock, r.Backend, strconv.Itoa(r.Procs), strconv.Itoa(r.Goroutines), strconv.Itoa(r.Keys), r.Dist,
 			f(r.HoldMs), f(r.ThinkMs), f(r.TTLMs), r.Wait, f(r.Seconds), strconv.Itoa(r.Acquisitions), f(r.PerSecond),
 			f(r.Acquire.P50), f(r.Acquire.P90), f(r.Acquire.P99), f(r.Acquire.Max),
 			strconv.Itoa(r.HandOff.N), f(r.HandOff.P50), f(r.HandOff.P99),
@@ -121,7 +130,15 @@ func writeCSV(w io.Writer, rs []*runResult) error {
 			f(r.Fairness.Jain), f(r.Fairness.MinShare), f(r.Fairness.MaxShare),
 			strconv.FormatUint(r.Wakeups.Notify, 10), strconv.FormatUint(r.Wakeups.Poll, 10), f(r.RoundTripsPerAcq),
 			strconv.Itoa(r.Safety.Overlaps), strconv.Itoa(r.Safety.Rejections), failureString(r.Failures),
-			f(r.CPUSeconds), f(r.MaxRSSMiB), ts, hs, strconv.Itoa(r.Rep), notice, fallback})
+			f(r.CPUSeconds), f(r.MaxRSSMiB), ts, hs, strconv.Itoa(r.Rep), notice, fallback}
+		if limited {
+			util := ""
+			if len(r.Utilisation) > 0 {
+				util = f(r.Utilisation[0])
+			}
+			row = append(row, strconv.Itoa(r.limit()), util)
+		}
+		_ = cw.Write(row)
 	}
 	cw.Flush()
 	return cw.Error()
@@ -210,12 +227,29 @@ func writeTable(w io.Writer, rs []*runResult) error {
 	ss := summarizeRuns(rs)
 	runs := maxRuns(ss)
 	r0 := rs[0]
-	writeWrapped(w, fmt.Sprintf("backend %s, %s, hold %gms, think %gms, TTL %gms, wait %s, %.0fs per run",
-		r0.Backend, workload(r0), r0.HoldMs, r0.ThinkMs, r0.TTLMs, r0.Wait, r0.Seconds))
+	writeWrapped(w, fmt.Sprintf("backend %s, %s%s, hold %gms, think %gms, TTL %gms, wait %s, %.0fs per run",
+		r0.Backend, workload(r0), limitWords(r0), r0.HoldMs, r0.ThinkMs, r0.TTLMs, r0.Wait, r0.Seconds))
+	if note := leftOutNote(r0.Backend, r0.limit()); note != "" {
+		writeWrapped(w, note+".")
+	}
 	if runs > 1 {
 		writeWrapped(w, fmt.Sprintf("Each row: the median of %d runs; their spread follows the table.", runs))
 	}
 	fmt.Fprintln(w)
+	if r0.limit() > 1 {
+		if err := writeLimitTable(w, ss, runs); err != nil {
+			return err
+		}
+	} else if err := writeExclusiveTable(w, ss, runs); err != nil {
+		return err
+	}
+	writeNotes(w, rs, ss, runs)
+	return nil
+}
+
+// writeExclusiveTable is the table of an exclusive lock (-limit 1), with
+// the peers beside leasehold, and its legend.
+func writeExclusiveTable(w io.Writer, ss []*summary, runs int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\t\t\tacquire ms\thand-off ms\t\t\tvs\tleasehold\t")
 	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tp50/p99\tp50/p99\tJain\toverlaps\tacq/s\thand-off\t")
@@ -245,9 +279,75 @@ func writeTable(w io.Writer, rs []*runResult) error {
 		writeWrapped(w, "vs leasehold: this row's acq/s and median hand-off ÷ leasehold's at the same procs×g.")
 	}
 	writeWrapped(w, "More measures (p90/max, queued hand-offs, wake-ups, round trips, CPU, RSS): -format json|csv")
+	return nil
+}
+
+// writeLimitTable is the table of a semaphore (-limit above 1): no peer
+// has one, so no "vs leasehold" columns; the hot name's utilisation and the
+// round trips per grant instead. Then its legend.
+func writeLimitTable(w io.Writer, ss []*summary, runs int) error {
+	n := ss[0].Limit
+	util := func(s *summary) spread {
+		if s.Utilisation == nil {
+			return spread{}
+		}
+		return *s.Utilisation
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\t\t\tacquire ms\thand-off ms\t")
+	fmt.Fprintln(tw, "lock\tprocs×g\tacq/s\tp50/p99\tp50/p99\tJain\tutil\tRT/grant\toverlaps\t")
+	for _, s := range ss {
+		fmt.Fprintf(tw, "%s\t%d×%d\t%.0f\t%s\t%s\t%.3f\t%s\t%s\t%d\t\n",
+			s.Lock, s.Procs, s.Goroutines, s.PerSecond.Median, p50p99s(s.AcquireP50, s.AcquireP99), p50p99s(s.HandOffP50, s.HandOffP99),
+			s.Jain.Median, medianOf(util(s), "%.2f"), medianOf(s.RoundTripsPerAcq, "%.2f"), s.Overlaps)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if runs > 1 {
+		fmt.Fprintf(w, "\nSpread over the runs (lowest–highest):\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "lock\tprocs×g\truns\tacq/s\thand-off p50 ms\thand-off p99 ms\tJain\tutil\t")
+		for _, s := range ss {
+			fmt.Fprintf(tw, "%s\t%d×%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", s.Lock, s.Procs, s.Goroutines, s.Runs,
+				rangeOf(s.PerSecond, "%.0f"), msRange(s.HandOffP50), msRange(s.HandOffP99), rangeOf(s.Jain, "%.3f"), rangeOf(util(s), "%.2f"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	writeWrapped(w, fmt.Sprintf("Limit %d: hand-off is a release of a slot of a full name (%d holders, or slots on their way "+
+		"to waiters) to the next grant of that name, while a contender waited. util: name 0's time-averaged "+
+		"holders ÷ %d. RT/grant: store round trips per grant. overlaps: holdings that began while %d were live.", n, n, n, n))
+	writeWrapped(w, "More measures (p90/max, queued hand-offs, wake-ups, CPU, RSS, each name's utilisation): -format json|csv")
+	return nil
+}
+
+// medianOf formats a spread's median with format; "-" when there was none.
+func medianOf(s spread, format string) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, s.Median)
+}
+
+// limitWords is ", limit n" for a run of limit above 1 (up to n holders of
+// a name at once), else "".
+func limitWords(r *runResult) string {
+	if r.limit() > 1 {
+		return fmt.Sprintf(", limit %d", r.limit())
+	}
+	return ""
+}
+
+// writeNotes writes what follows either table: leasehold's verdicts, its
+// fallback wakes, and each run's failures, errors, chaos and safety
+// findings.
+func writeNotes(w io.Writer, rs []*runResult, ss []*summary, runs int) {
 	if vs := verdicts(ss); len(vs) > 0 {
 		fmt.Fprintln(w)
-		writeWrapped(w, targetsLine())
+		writeWrapped(w, targetsLine(rs[0].limit()))
 		for _, v := range vs {
 			writeWrapped(w, v.Line)
 		}
@@ -284,15 +384,22 @@ func writeTable(w io.Writer, rs []*runResult) error {
 		if len(r.Killed) > 0 {
 			writeWrapped(w, fmt.Sprintf("%s: processes %v were killed by chaos; their holdings are neither checked nor counted", id, r.Killed))
 		}
-		if r.Safety.Overlaps > 0 {
-			verdict := "FAILURE"
-			if r.Peer {
-				verdict = "finding"
-			}
+		verdict := "FAILURE"
+		if r.Peer {
+			verdict = "finding"
+		}
+		switch {
+		case r.Safety.Overlaps > 0 && r.limit() > 1:
+			writeWrapped(w, fmt.Sprintf("%s SAFETY %s: %d holdings beyond the limit of %d (each began while %d were live), e.g. %+v",
+				id, verdict, r.Safety.Overlaps, r.limit(), r.limit(), r.Safety.OverlapSamples[0]))
+		case r.Safety.Overlaps > 0:
 			writeWrapped(w, fmt.Sprintf("%s SAFETY %s: %d overlapping holdings, e.g. %+v", id, verdict, r.Safety.Overlaps, r.Safety.OverlapSamples[0]))
 		}
+		if r.Safety.Rejections > 0 && r.limit() > 1 {
+			writeWrapped(w, fmt.Sprintf("%s TOKEN ORDER %s: %d holdings whose token was not above every token granted before "+
+				"their acquire, or repeated one, e.g. %+v", id, verdict, r.Safety.Rejections, r.Safety.RejectSamples[0]))
+		}
 	}
-	return nil
 }
 
 // writeWrapped writes text as lines of at most tableWidth columns, broken

@@ -63,7 +63,16 @@ type runResult struct {
 	// Peer is true for another library (its violations are findings, not a
 	// failure of the run).
 	Peer bool
+	// Limit is the run's -limit when above 1 (a semaphore); 0 for an
+	// exclusive lock.
+	Limit int `json:",omitempty"`
+	// Utilisation is, with a limit above 1, each of the first 16 names'
+	// time-averaged number of holders ÷ Limit (see utilisation).
+	Utilisation []float64 `json:",omitempty"`
 }
+
+// limit is the run's limit of holders per name, at least 1.
+func (r *runResult) limit() int { return max(r.Limit, 1) }
 
 // failed reports whether this run breaks the safety promise it is held to.
 func (r *runResult) failed() bool { return !r.Peer && r.Safety.Overlaps > 0 }
@@ -280,7 +289,7 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	}
 	r.PerKeyPerSecond = perKey
 	r.Acquire = summarise(acq)
-	all, waiters := handOffs(ivs, len(live))
+	all, waiters := handOffs(ivs, len(live), cfg.limit())
 	r.HandOff, r.WaiterHandOff = summarise(all), summarise(waiters)
 	r.Fairness = jain(perLive)
 	r.Shares = shares(perLive)
@@ -291,7 +300,11 @@ func analyse(cfg runConfig, results []*workerResult, start, end int64) *runResul
 	if len(ivs) > 0 {
 		r.RoundTripsPerAcq = float64(counts.RoundTrips) / float64(len(ivs))
 	}
-	r.Safety = checkSafety(ivs, rejections, start)
+	r.Safety = checkSafety(ivs, rejections, start, cfg.limit())
+	if cfg.limit() > 1 {
+		r.Limit = cfg.limit()
+		r.Utilisation = utilisation(ivs, len(perKey), cfg.limit(), start, start+int64(d))
+	}
 	slices.Sort(r.Errors)
 	r.Errors = slices.Compact(r.Errors)
 	return r

@@ -56,6 +56,12 @@ type summary struct {
 	// share), each run's sorted from the smallest, then taken rank by rank
 	// over the runs.
 	Shares []spread
+
+	// Limit is the runs' -limit when above 1; 0 for an exclusive lock.
+	Limit int `json:",omitempty"`
+	// Utilisation is name 0's (the hot name's) time-averaged holders ÷
+	// Limit, with a limit above 1.
+	Utilisation *spread `json:",omitempty"`
 }
 
 // configKey tells the configurations of one command line apart.
@@ -113,6 +119,16 @@ func summaryOf(runs []*runResult) *summary {
 	s.MinShare = withGrants(func(r *runResult) float64 { return r.Fairness.MinShare })
 	s.RoundTripsPerAcq = withGrants(func(r *runResult) float64 { return r.RoundTripsPerAcq })
 	s.CPUMsPerGrant = withGrants(func(r *runResult) float64 { return 1000 * r.CPUSeconds / float64(r.Acquisitions) })
+	if r0.Limit > 1 {
+		s.Limit = r0.Limit
+		u := over(func(r *runResult) (float64, bool) {
+			if len(r.Utilisation) == 0 {
+				return 0, false
+			}
+			return r.Utilisation[0], true
+		})
+		s.Utilisation = &u
+	}
 
 	var fallback uint64
 	counted := true

@@ -97,6 +97,7 @@ func judge(lh *summary, peers []*summary) verdict {
 		return check{Name: name, Got: strconv.Itoa(got), Want: "0", Judged: true, Met: got == 0}
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	refusal := refusalNoun(lh.Limit)
 
 	thr := check{Name: "throughput", Got: "no peer", Want: "≥ " + num(targetThroughputVsPeer) + "× the better peer's"}
 	if fastest != nil {
@@ -119,7 +120,7 @@ func judge(lh *summary, peers []*summary) verdict {
 		atLeast("smallest share", lh.MinShare.Median, targetMinShare, fmt.Sprintf("%.2f", lh.MinShare.Median), num(targetMinShare), granted),
 		cpu,
 		none("overlaps", lh.Overlaps),
-		none("fencing refusals", lh.Rejections),
+		none(refusal+"s", lh.Rejections),
 	}
 	for i := range v.Checks {
 		c := &v.Checks[i]
@@ -130,8 +131,8 @@ func judge(lh *summary, peers []*summary) verdict {
 			c.brief = "round trips " + c.Got + "/grant"
 		case "CPU per grant":
 			c.brief = "CPU per grant " + c.Got
-		case "fencing refusals":
-			c.brief = plural(lh.Rejections, "fencing refusal")
+		case refusal + "s":
+			c.brief = plural(lh.Rejections, refusal)
 		default:
 			c.brief = c.Name + " " + c.Got
 		}
@@ -172,12 +173,23 @@ func judge(lh *summary, peers []*summary) verdict {
 	return v
 }
 
-// targetsLine states the targets once, above the verdicts.
-func targetsLine() string {
+// targetsLine states the targets once, above the verdicts, for runs of
+// limit (1: an exclusive lock).
+func targetsLine(limit int) string {
 	return fmt.Sprintf("Targets: throughput ≥ %g× the better peer's; hand-off p50 ≤ %g ms, p99 ≤ %g ms; ≤ %g round trips per grant; "+
-		"Jain ≥ %g, smallest share ≥ %g of the fair one; CPU per grant ≤ %g× the most frugal peer's; 0 overlaps; 0 fencing refusals. "+
+		"Jain ≥ %g, smallest share ≥ %g of the fair one; CPU per grant ≤ %g× the most frugal peer's; 0 overlaps; 0 %ss. "+
 		"Medians over the runs; overlaps and refusals over all of them.",
-		targetThroughputVsPeer, targetHandOffP50Ms, targetHandOffP99Ms, targetRoundTrips, targetJain, targetMinShare, targetCPUVsPeers)
+		targetThroughputVsPeer, targetHandOffP50Ms, targetHandOffP99Ms, targetRoundTrips, targetJain, targetMinShare, targetCPUVsPeers, refusalNoun(limit))
+}
+
+// refusalNoun names the checker's token findings under limit: fencing
+// refusals of the shared record for an exclusive lock, token-order
+// violations above 1 (see checkSafety).
+func refusalNoun(limit int) string {
+	if limit > 1 {
+		return "token-order violation"
+	}
+	return "fencing refusal"
 }
 
 // msOrNone formats a latency median in milliseconds, "none" without one.

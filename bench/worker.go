@@ -249,9 +249,12 @@ func (w *contender) hold(ctx context.Context, key int, call int64, h holding) {
 	w.intervals = append(w.intervals, iv)
 }
 
-// fence writes the holder's token to the shared record.
+// fence writes the holder's token to the shared record. Under a limit
+// above 1 it writes nothing: several holders write at once, and the
+// record's newest token would refuse the older ones (the checker checks
+// the tokens' order from the intervals instead: tokenOrder).
 func (w *contender) fence(iv *interval) {
-	if iv.Token == 0 {
+	if iv.Token == 0 || w.cfg.limit() > 1 {
 		return
 	}
 	if ok, highest := w.rec.fence(iv.Key, iv.Token); !ok {
