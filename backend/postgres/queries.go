@@ -194,8 +194,11 @@ WHERE t.ends > c.now AND NOT EXISTS (SELECT 1 FROM granted)`, n.table, n.queue, 
 		//
 		// A holding of a name with several holders is a row of the holds
 		// table (shared), and its name's record (the row of the lease table
-		// with attempt '') is extended with it (record): the record never
-		// ends before a holding of its name.
+		// with attempt '') is extended first (record): the record never
+		// ends before a holding of its name. The holding is extended only
+		// once the record was (record's row is then locked until commit),
+		// so that a sweep deleting an expired record, which does not take
+		// the name's lock, cannot leave a renewed holding without one.
 		renew: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync),
 exclusive AS (
     UPDATE %[1]s AS l
@@ -205,18 +208,21 @@ exclusive AS (
       AND l.expires_at > c.now AND c.sync <> ''
     RETURNING l.expires_at
 ),
+record AS (
+    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, c.now + $5::bigint * interval '1 microsecond')
+    FROM clock c
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now AND c.sync <> ''
+      AND EXISTS (SELECT 1 FROM %[3]s h WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3
+                  AND h.fencing_token = $4 AND h.expires_at > c.now)
+    RETURNING m.lease_name
+),
 shared AS (
     UPDATE %[3]s AS h
     SET renewed_at = c.now, expires_at = c.now + $5::bigint * interval '1 microsecond'
-    FROM clock c
-    WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3 AND h.fencing_token = $4
-      AND h.expires_at > c.now AND c.sync <> ''
+    FROM clock c, record m
+    WHERE h.lease_name = m.lease_name AND h.owner_instance_id = $2 AND h.attempt = $3 AND h.fencing_token = $4
+      AND h.expires_at > c.now
     RETURNING h.expires_at
-),
-record AS (
-    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, s.expires_at)
-    FROM shared s
-    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1
 )
 SELECT expires_at FROM exclusive UNION ALL SELECT expires_at FROM shared`, n.table, commitMode, n.holds),
 
@@ -232,18 +238,23 @@ exclusive AS (
       AND l.expires_at > c.now AND c.sync <> ''
     RETURNING r.ord, l.expires_at
 ),
+record AS (
+    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, s.expires_at)
+    FROM (SELECT r.name, max(c.now + r.ttl_us * interval '1 microsecond') AS expires_at
+          FROM req r, clock c, %[3]s h
+          WHERE h.lease_name = r.name AND h.owner_instance_id = r.owner AND h.attempt = r.attempt AND h.fencing_token = r.token
+            AND h.expires_at > c.now
+          GROUP BY r.name) s, clock c
+    WHERE m.lease_name = s.name AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now AND c.sync <> ''
+    RETURNING m.lease_name
+),
 shared AS (
     UPDATE %[3]s AS h
     SET renewed_at = c.now, expires_at = c.now + r.ttl_us * interval '1 microsecond'
     FROM req r, clock c
     WHERE h.lease_name = r.name AND h.owner_instance_id = r.owner AND h.attempt = r.attempt AND h.fencing_token = r.token
-      AND h.expires_at > c.now AND c.sync <> ''
-    RETURNING r.ord, h.lease_name, h.expires_at
-),
-record AS (
-    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, s.expires_at)
-    FROM (SELECT lease_name, max(expires_at) AS expires_at FROM shared GROUP BY lease_name) s
-    WHERE m.lease_name = s.lease_name AND m.attempt = '' AND m.holder_limit > 1
+      AND h.expires_at > c.now AND h.lease_name IN (SELECT lease_name FROM record)
+    RETURNING r.ord, h.expires_at
 )
 SELECT ord, expires_at FROM exclusive UNION ALL SELECT ord, expires_at FROM shared`, n.table, commitMode, n.holds),
 
@@ -270,9 +281,13 @@ gone AS (
     RETURNING l.lease_name, l.waited, l.expires_at > c.now AS live
 ),
 %[4]s,
+slock AS MATERIALIZED (
+    SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 FOR UPDATE
+),
 sgone AS (
     DELETE FROM %[5]s h USING clock c
     WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3 AND ($4::bigint = 0 OR h.fencing_token = $4::bigint)
+      AND EXISTS (SELECT 1 FROM slock)
     RETURNING %[6]s
 ),
 %[7]s
@@ -344,9 +359,12 @@ gone AS (
     RETURNING l.lease_name, l.owner_instance_id, l.fencing_token, l.expires_at, l.metadata, l.waited, true AS live, 1 AS holder_limit
 ),
 %[4]s,
+slock AS MATERIALIZED (
+    SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 FOR UPDATE
+),
 sgone AS (
     DELETE FROM %[6]s h USING clock c
-    WHERE (h.lease_name, h.attempt) IN (
+    WHERE EXISTS (SELECT 1 FROM slock) AND (h.lease_name, h.attempt) IN (
         SELECT o.lease_name, o.attempt FROM %[6]s o, clock c
         WHERE o.lease_name = $1 AND o.expires_at > c.now AND ($2::bigint = 0 OR o.fencing_token = $2::bigint)
           AND EXISTS (SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now)
@@ -407,8 +425,10 @@ notices AS (
 const sgoneColumns = `h.lease_name, h.attempt, h.owner_instance_id, h.fencing_token, h.expires_at, h.metadata, h.expires_at > c.now AS live`
 
 // sharedHandOn is the part of release and revoke for the names with several
-// holders, after their CTEs clock and sgone (the shared holding deleted,
-// sgoneColumns; none for an exclusive name). srec is the name's record as
+// holders, after their CTEs clock, slock (which locks the name's record
+// before any holding, as a renewal does: no deadlock between them) and
+// sgone (the shared holding deleted, sgoneColumns; none for an exclusive
+// name). srec is the name's record as
 // the statement found it (xmin: its version). A live holding gone frees
 // its slot, which is handed (shanded) to the head live entry of the queue
 // under the record's limit (shead), entries of another limit ahead of it

@@ -30,14 +30,17 @@ const recordOwner = "leasehold: several holders"
 // holders, run one after another in one transaction after the name's lock.
 // $2 is the transaction's clock reading.
 type sharedQueries struct {
-	begin, record, drop, live, refresh, extend, mark, dropEntries, entries     string
-	startTurns, lapse, grant, upsertRecord, leave, clearTurns, enqueue, queued string
+	lockRecord, begin, record, drop, live, refresh, extend, mark, dropEntries, entries string
+	startTurns, lapse, grant, upsertRecord, leave, clearTurns, enqueue, queued         string
 }
 
 func buildShared(n names) sharedQueries {
 	return sharedQueries{
-		// Locks the name's holdings, so that no renewal extends one that
-		// this transaction finds expired, then reads the clock.
+		// Locks the name's row (the record, if it is one) and then its
+		// holdings, in the order a renewal takes them, so that no renewal
+		// extends one that this transaction finds expired; then reads the
+		// clock.
+		lockRecord: fmt.Sprintf(`SELECT 1 FROM %[1]s WHERE lease_name = $1 FOR UPDATE`, n.table),
 		begin: fmt.Sprintf(`SELECT clock_timestamp() FROM (SELECT count(*) FROM
     (SELECT 1 FROM %[1]s WHERE lease_name = $1 FOR UPDATE) x) y`, n.holds),
 		record: fmt.Sprintf(`SELECT attempt = '' AND holder_limit > 1, holder_limit, owner_instance_id, fencing_token, expires_at,
@@ -143,6 +146,9 @@ func (b *Backend) acquireSharedOnce(ctx context.Context, r backend.AcquireReques
 	q := &b.sq
 	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, b.q.lock, b.lockKey(r.Key)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q.lockRecord, r.Key); err != nil {
 			return err
 		}
 		var now time.Time
