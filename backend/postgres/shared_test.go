@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -300,5 +301,65 @@ func TestEnsureSchemaAddsSharedHoldings(t *testing.T) {
 	mustSlot(t, b, "s", "b", 2, time.Minute)
 	if g := slot(t, b, "s", "c", 2, time.Minute); g.Acquired {
 		t.Fatalf("a third holder of limit 2: %+v", g.Grant)
+	}
+}
+
+// Holders of one name renewing while others release, acquire and revoke
+// take the record and the holdings in the same order: no call fails (a
+// deadlock would fail one after the server's deadlock timeout), never more
+// than the limit hold at once, and the record never ends before a live
+// holding.
+func TestSharedCallsInterleave(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t)
+	n := newNames(e.schema, e.table)
+	const limit, workers, rounds = 3, 4, 15
+	errs := make(chan error, workers*rounds*3)
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ctx := context.Background()
+			for i := range rounds {
+				r := backend.AcquireRequest{Key: "k", Owner: fmt.Sprintf("w%d", w), Attempt: newAttempt(), TTL: time.Minute, Limit: limit}
+				g, err := b.Acquire(ctx, r)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !g.Acquired {
+					continue
+				}
+				h := held{Grant: g, key: r.Key, owner: r.Owner, attempt: r.Attempt}
+				if _, err := b.Renew(ctx, h.renewReq(time.Duration(1+i%3)*time.Minute)); err != nil && !errors.Is(err, backend.ErrNotHeld) {
+					errs <- err
+				}
+				if w == 0 && i%4 == 0 {
+					if _, _, err := b.Revoke(ctx, "k", 0); err != nil {
+						errs <- err
+					}
+				}
+				if err := b.Release(ctx, h.releaseReq()); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var over, orphans int
+	if err := e.admin.QueryRow(ctxT(t), `SELECT
+		(SELECT count(*) FROM `+n.holds+` h WHERE h.expires_at > clock_timestamp()) - `+fmt.Sprint(limit)+`,
+		(SELECT count(*) FROM `+n.holds+` h WHERE h.expires_at > clock_timestamp() AND NOT EXISTS (
+			SELECT 1 FROM `+n.table+` m WHERE m.lease_name = h.lease_name AND m.attempt = '' AND m.expires_at >= h.expires_at))`).Scan(&over, &orphans); err != nil {
+		t.Fatal(err)
+	}
+	if over > 0 || orphans > 0 {
+		t.Fatalf("%d holdings above the limit, %d live holdings the record ends before", over, orphans)
 	}
 }
