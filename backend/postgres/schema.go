@@ -141,6 +141,18 @@ func newNames(schema, table string) names {
 // which EnsureSchema (and CreateScript) run like the others. Processes of
 // the previous version on an upgraded table neither queue nor hand on: they
 // take free names regardless of the queue (fairness, not safety, is lost).
+//
+// holder_limit (lease table and queue; default 1, which the exclusive rows
+// keep: no exclusive statement writes it) and the holds table, named after
+// the lease table with "_holds", one row per holding of a name with several
+// holders, keyed by (name, attempt), are the names with several holders
+// (shared.go). The keep trigger ("_keep_shared", and its function of that
+// name) makes the deletion of a live record (attempt '', holder_limit above
+// 1) an error: only a process of an earlier version, whose revoke reads the
+// record as a holding, ever tries it. The upgrade adds the columns (a
+// table of the previous version then reads holder_limit 1 everywhere); the
+// trigger is created when missing (CreateScript drops and re-creates it,
+// PostgreSQL 12 having no CREATE OR REPLACE TRIGGER).
 type ddl struct {
 	create     []string // schema, sequence, table, queue, holds: CREATE ... IF NOT EXISTS
 	upgrade    []string // adds attempt, waited and holder_limit to tables of an earlier version
@@ -229,8 +241,9 @@ var maxLimitText = strconv.Itoa(backend.MaxLimit)
 // CreateScript returns the DDL that EnsureSchema runs, for deployments that
 // create the table out of band. It also upgrades a table made by an earlier
 // version (see the package documentation): the ALTER statements add the
-// attempt and waited columns (on a new table they change nothing), and the
-// waiter queue's table and index are created when missing. Unlike
+// attempt, waited and holder_limit columns (on a new table they change
+// nothing), the waiter queue's and the holds tables and their indexes are
+// created when missing, and the keep trigger is (re)created. Unlike
 // EnsureSchema, the script does not check that objects already there under
 // these names are the right kind. Names are
 // quoted, so any valid name is safe to embed. For an invalid name it returns
@@ -254,14 +267,17 @@ const ensureLockKey int64 = 0x6c65617365686f6c // "leasehol"
 // under one of the lease table's names is not what this package needs: a
 // table or view where the sequence belongs, a sequence that may cycle, a view
 // where the table belongs, a table without the lease columns (or, under the
-// queue's name, without the queue's), an index name taken by something else.
+// queue's or the holds table's name, without theirs), an index name taken by
+// something else.
 // Nothing is created or changed then.
 var ErrSchemaConflict = errors.New("postgres: schema object in the way")
 
-// EnsureSchema creates the schema, token sequence, table and index, and the
-// waiter queue's table and index, when they do not exist, upgrades a table
-// made by an earlier version of this package (adds the attempt and waited
-// columns, and the queue), and leaves them alone otherwise. It checks that
+// EnsureSchema creates the schema, token sequence, table and index, the
+// waiter queue's table and index, and the holds table, its index and the
+// keep trigger, when they do not exist, upgrades tables made by an earlier
+// version of this package (adds the attempt, waited and holder_limit
+// columns, the queue, the holds table and the trigger), and leaves them
+// alone otherwise. It checks that
 // objects already there under these names are a usable sequence, tables and
 // indexes (errors wrap ErrSchemaConflict). It is safe to call on every start and
 // from several processes at once: the DDL runs in one transaction under an
