@@ -441,7 +441,7 @@ const sgoneColumns = `h.lease_name, h.attempt, h.owner_instance_id, h.fencing_to
 // differs): the record then only grows, so that it never ends before a
 // holding of its name. snotices sends the hand-off's notice, or announces
 // the release of a marked name when nothing was handed on. leaving is the
-// attempt whose own entry the exclusive part removes (release) or ”.
+// attempt whose own entry the exclusive part removes (release), or the empty string (revoke: none).
 func sharedHandOn(n names, seq, channel, leaving string) string {
 	return fmt.Sprintf(`srec AS MATERIALIZED (
     SELECT m.xmin AS seen, m.holder_limit, m.waited FROM %[1]s m

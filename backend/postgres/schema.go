@@ -147,7 +147,7 @@ func newNames(schema, table string) names {
 // the lease table with "_holds", one row per holding of a name with several
 // holders, keyed by (name, attempt), are the names with several holders
 // (shared.go). The keep trigger ("_keep_shared", and its function of that
-// name) makes the deletion of a live record (attempt ”, holder_limit above
+// name) makes the deletion of a live record (an empty attempt, holder_limit above
 // 1) an error: only a process of an earlier version, whose revoke reads the
 // record as a holding, ever tries it. The upgrade adds the columns (a
 // table of the previous version then reads holder_limit 1 everywhere); the
