@@ -316,10 +316,10 @@ func TestSharedCallsInterleave(t *testing.T) {
 	const limit, workers, rounds = 3, 4, 15
 	errs := make(chan error, workers*rounds*3)
 	done := make(chan struct{})
+	ctx := ctxT(t) // every call ends with it: the test fails rather than hangs
 	for w := range workers {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			ctx := context.Background()
 			for i := range rounds {
 				r := backend.AcquireRequest{Key: "k", Owner: fmt.Sprintf("w%d", w), Attempt: newAttempt(), TTL: time.Minute, Limit: limit}
 				g, err := b.Acquire(ctx, r)
