@@ -148,7 +148,8 @@ func newNames(schema, table string) names {
 // holders, keyed by (name, attempt), are the names with several holders
 // (shared.go). The keep trigger ("_keep_shared", and its function of that
 // name) makes the deletion of a live record (an empty attempt, holder_limit above
-// 1) an error: only a process of an earlier version, whose revoke reads the
+// 1) an error (an AFTER trigger whose WHEN compares only the attempt: the
+// cheapest test for an exclusive row's deletion): only a process of an earlier version, whose revoke reads the
 // record as a holding, ever tries it. The upgrade adds the columns (a
 // table of the previous version then reads holder_limit 1 everywhere); the
 // trigger is created when missing (CreateScript drops and re-creates it,
@@ -222,14 +223,16 @@ func newDDL(schema, table string) ddl {
 			// The body names no table: only constant text is dollar-quoted.
 			"CREATE OR REPLACE FUNCTION " + n.keep + `() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'leasehold: lease % has several holders (limit %): this version of leasehold cannot end it',
-        OLD.lease_name, OLD.holder_limit USING ERRCODE = '55000';
+    IF OLD.holder_limit > 1 AND OLD.expires_at > clock_timestamp() THEN
+        RAISE EXCEPTION 'leasehold: lease % has several holders (limit %): this version of leasehold cannot end it',
+            OLD.lease_name, OLD.holder_limit USING ERRCODE = '55000';
+    END IF;
+    RETURN NULL;
 END
 $$`,
 			"DROP TRIGGER IF EXISTS " + n.keepName + " ON " + n.table,
-			"CREATE TRIGGER " + n.keepName + " BEFORE DELETE ON " + n.table + `
-    FOR EACH ROW WHEN (OLD.attempt = '' AND OLD.holder_limit > 1 AND OLD.expires_at > clock_timestamp())
-    EXECUTE FUNCTION ` + n.keep + "()",
+			"CREATE TRIGGER " + n.keepName + " AFTER DELETE ON " + n.table + `
+    FOR EACH ROW WHEN (OLD.attempt = '') EXECUTE FUNCTION ` + n.keep + "()",
 		},
 	}
 	return d
