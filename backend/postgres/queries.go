@@ -268,7 +268,12 @@ SELECT ord, expires_at FROM exclusive UNION ALL SELECT ord, expires_at FROM shar
 		// the row is gone or handed on.
 		//
 		// A holding of a name with several holders (a row of the holds
-		// table) is released by sgone and handed on by sharedHandOn.
+		// table) is released by the release function (sharedReleaseBody),
+		// called only for a name that has a record: an exclusive release
+		// pays one probe of the lease table's primary key for it. A name
+		// has one row of the lease table, so the exclusive part finds
+		// nothing of a shared name's but the entries it drops (expired, or
+		// the attempt's own), which the function leaves alone.
 		release: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 head AS MATERIALIZED (
     SELECT %[3]s FROM %[2]s q, clock c
@@ -281,19 +286,11 @@ gone AS (
     RETURNING l.lease_name, l.waited, l.expires_at > c.now AS live
 ),
 %[4]s,
-slock AS MATERIALIZED (
-    SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 FOR UPDATE
-),
-sgone AS (
-    DELETE FROM %[5]s h USING clock c
-    WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3 AND ($4::bigint = 0 OR h.fencing_token = $4::bigint)
-      AND EXISTS (SELECT 1 FROM slock)
-    RETURNING %[6]s
-),
-%[7]s
-SELECT (SELECT count(*) FROM notices) + (SELECT count(*) FROM snotices)`, n.table, n.queue, headColumns,
-			handOn(n, "$6", "$5", "q.attempt = $3 AND q.owner_instance_id = $2"), n.holds, sgoneColumns,
-			sharedHandOn(n, "$6", "$5", "$3")),
+shared AS MATERIALIZED (
+    SELECT %[5]s($1, $2, $3, $4::bigint, $5) FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1
+)
+SELECT (SELECT count(*) FROM notices) + (SELECT count(*) FROM shared)`, n.table, n.queue, headColumns,
+			handOn(n, "$6", "$5", "q.attempt = $3 AND q.owner_instance_id = $2"), n.release),
 
 		// SKIP LOCKED: never wait on, or deadlock with, rows being granted
 		// or queued. Sweeps keep the server's commit mode: a lost sweep only
@@ -515,4 +512,27 @@ func holdings(n names, cond string) string {
     WHERE h.lease_name %[4]s AND h.expires_at > c.now
       AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now`,
 		n.table, n.holds, strings.ReplaceAll(cond, "{name}", "x.lease_name"), strings.ReplaceAll(cond, "{name}", "h.lease_name"))
+}
+
+// sharedReleaseBody is the body of the release function (schema.go): the
+// release of a holding of a name with several holders, as one statement
+// with the function's parameters (key, owner, attempt, token, channel),
+// after the name's lock of the calling transaction. It answers the number
+// of notices sent.
+func sharedReleaseBody(n names) string {
+	seq := "'" + strings.ReplaceAll(n.sequence, "'", "''") + "'"
+	return fmt.Sprintf(`
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+slock AS MATERIALIZED (
+    SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 FOR UPDATE
+),
+sgone AS (
+    DELETE FROM %[2]s h USING clock c
+    WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3 AND ($4 = 0 OR h.fencing_token = $4)
+      AND EXISTS (SELECT 1 FROM slock)
+    RETURNING %[3]s
+),
+%[4]s
+SELECT count(*) FROM snotices
+`, n.table, n.holds, sgoneColumns, sharedHandOn(n, seq, "$5", "$3"))
 }

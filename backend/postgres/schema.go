@@ -37,6 +37,8 @@ const (
 	holdsSuffix      = "_holds"
 	holdsIndexSuffix = "_holds_exp_idx"
 	keepSuffix       = "_keep_shared"
+	// releaseSuffix names the function that releases a shared holding.
+	releaseSuffix = "_release_shared"
 	// MaxTableBytes is the longest table name, in bytes.
 	MaxTableBytes = maxIdentBytes - len(indexSuffix)
 )
@@ -47,6 +49,7 @@ const (
 	_ = uint(len(indexSuffix) - len(queueIndexSuffix))
 	_ = uint(len(indexSuffix) - len(holdsIndexSuffix))
 	_ = uint(len(indexSuffix) - len(keepSuffix))
+	_ = uint(len(indexSuffix) - len(releaseSuffix))
 )
 
 // ValidateTable reports whether schema and table can name a lease table, as
@@ -88,6 +91,7 @@ type names struct {
 	holdsIndex string // quoted name of its expiry index
 	keep       string // quoted, qualified function of the keep trigger
 	keepName   string // quoted name of the trigger
+	release    string // quoted, qualified function releasing a shared holding
 }
 
 func newNames(schema, table string) names {
@@ -102,6 +106,7 @@ func newNames(schema, table string) names {
 		holdsIndex: pgx.Identifier{table + holdsIndexSuffix}.Sanitize(),
 		keep:       pgx.Identifier{schema, table + keepSuffix}.Sanitize(),
 		keepName:   pgx.Identifier{table + keepSuffix}.Sanitize(),
+		release:    pgx.Identifier{schema, table + releaseSuffix}.Sanitize(),
 	}
 }
 
@@ -161,6 +166,9 @@ type ddl struct {
 	queueIndex string
 	holdsIndex string
 	keep       []string // the keep trigger and its function, (re)created
+	release    string   // CREATE OR REPLACE of the shared release function
+	releaseSig string   // its signature, for to_regprocedure
+	releaseSrc string   // its body, as pg_proc.prosrc keeps it
 }
 
 func newDDL(schema, table string) ddl {
@@ -235,7 +243,21 @@ $$`,
     FOR EACH ROW WHEN (OLD.attempt = '') EXECUTE FUNCTION ` + n.keep + "()",
 		},
 	}
+	d.releaseSrc = sharedReleaseBody(n)
+	d.releaseSig = n.release + "(text, text, text, bigint, text)"
+	d.release = "CREATE OR REPLACE FUNCTION " + n.release + `(key text, owner text, attempt text, token bigint, channel text)
+    RETURNS bigint LANGUAGE sql VOLATILE AS ` + dollarQuote(d.releaseSrc)
 	return d
+}
+
+// dollarQuote quotes body with a dollar tag that it does not contain (a
+// table name could).
+func dollarQuote(body string) string {
+	tag := "$leasehold$"
+	for i := 0; strings.Contains(body, tag); i++ {
+		tag = "$leasehold" + strconv.Itoa(i) + "$"
+	}
+	return tag + body + tag
 }
 
 // maxLimitText is backend.MaxLimit in SQL, for the holder_limit checks.
@@ -258,6 +280,7 @@ func CreateScript(schema, table string) string {
 	d := newDDL(schema, table)
 	stmts := append(append(append([]string{}, d.create...), d.upgrade...), d.index, d.queueIndex, d.holdsIndex)
 	stmts = append(stmts, d.keep...)
+	stmts = append(stmts, d.release)
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
@@ -363,6 +386,15 @@ func ensureOnce(ctx context.Context, pool *pgxpool.Pool, schema, table string) e
 				if _, err := tx.Exec(ctx, stmt); err != nil {
 					return err
 				}
+			}
+		}
+		var src *string
+		if err := tx.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)", d.releaseSig).Scan(&src); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if src == nil || *src != d.releaseSrc {
+			if _, err := tx.Exec(ctx, d.release); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -273,6 +273,7 @@ func TestEnsureSchemaAddsSharedHoldings(t *testing.T) {
 	for _, stmt := range []string{
 		"DROP TRIGGER " + n.keepName + " ON " + n.table,
 		"DROP FUNCTION " + n.keep + "()",
+		"DROP FUNCTION " + n.release + "(text, text, text, bigint, text)",
 		"DROP TABLE " + n.holds,
 		"ALTER TABLE " + n.table + " DROP COLUMN holder_limit",
 		"ALTER TABLE " + n.queue + " DROP COLUMN holder_limit",
