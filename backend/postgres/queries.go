@@ -193,12 +193,9 @@ WHERE t.ends > c.now AND NOT EXISTS (SELECT 1 FROM granted)`, n.table, n.queue, 
 		// before any row is updated.
 		//
 		// A holding of a name with several holders is a row of the holds
-		// table (shared), and its name's record (the row of the lease table
-		// with attempt '') is extended first (record): the record never
-		// ends before a holding of its name. The holding is extended only
-		// once the record was (record's row is then locked until commit),
-		// so that a sweep deleting an expired record, which does not take
-		// the name's lock, cannot leave a renewed holding without one.
+		// table, renewed by the renew function (sharedRenewBody), called
+		// only for a name that has a record (a name has one row of the
+		// lease table: exclusive or record).
 		renew: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync),
 exclusive AS (
     UPDATE %[1]s AS l
@@ -208,23 +205,11 @@ exclusive AS (
       AND l.expires_at > c.now AND c.sync <> ''
     RETURNING l.expires_at
 ),
-record AS (
-    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, c.now + $5::bigint * interval '1 microsecond')
-    FROM clock c
-    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now AND c.sync <> ''
-      AND EXISTS (SELECT 1 FROM %[3]s h WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3
-                  AND h.fencing_token = $4 AND h.expires_at > c.now)
-    RETURNING m.lease_name
-),
-shared AS (
-    UPDATE %[3]s AS h
-    SET renewed_at = c.now, expires_at = c.now + $5::bigint * interval '1 microsecond'
-    FROM clock c, record m
-    WHERE h.lease_name = m.lease_name AND h.owner_instance_id = $2 AND h.attempt = $3 AND h.fencing_token = $4
-      AND h.expires_at > c.now
-    RETURNING h.expires_at
+shared AS MATERIALIZED (
+    SELECT %[3]s($1, $2, $3, $4::bigint, $5::bigint) AS expires_at FROM %[1]s m, clock c
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND c.sync <> ''
 )
-SELECT expires_at FROM exclusive UNION ALL SELECT expires_at FROM shared`, n.table, commitMode, n.holds),
+SELECT expires_at FROM exclusive UNION ALL SELECT expires_at FROM shared WHERE expires_at IS NOT NULL`, n.table, commitMode, n.renew),
 
 		renewBatch: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync),
 req AS MATERIALIZED (
@@ -535,4 +520,35 @@ sgone AS (
 %[4]s
 SELECT count(*) FROM snotices
 `, n.table, n.holds, sgoneColumns, sharedHandOn(n, seq, "$5", "$3"))
+}
+
+// sharedRenewBody is the body of the renew function (schema.go): the
+// renewal of a holding of a name with several holders (parameters key,
+// owner, attempt, token, ttl_us), answering its new expiry or NULL. The
+// name's record (the row of the lease table with attempt '') is extended
+// first (record): the record never ends before a holding of its name. The
+// holding is extended only once the record was (record's row is then locked
+// until commit), so that a sweep deleting an expired record, which does not
+// take the name's lock, cannot leave a renewed holding without one.
+func sharedRenewBody(n names) string {
+	return fmt.Sprintf(`
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+record AS (
+    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, c.now + $5 * interval '1 microsecond')
+    FROM clock c
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now
+      AND EXISTS (SELECT 1 FROM %[2]s h WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3
+                  AND h.fencing_token = $4 AND h.expires_at > c.now)
+    RETURNING m.lease_name
+),
+shared AS (
+    UPDATE %[2]s AS h
+    SET renewed_at = c.now, expires_at = c.now + $5 * interval '1 microsecond'
+    FROM clock c, record m
+    WHERE h.lease_name = m.lease_name AND h.owner_instance_id = $2 AND h.attempt = $3 AND h.fencing_token = $4
+      AND h.expires_at > c.now
+    RETURNING h.expires_at
+)
+SELECT expires_at FROM shared
+`, n.table, n.holds)
 }

@@ -37,8 +37,10 @@ const (
 	holdsSuffix      = "_holds"
 	holdsIndexSuffix = "_holds_exp_idx"
 	keepSuffix       = "_keep_shared"
-	// releaseSuffix names the function that releases a shared holding.
+	// releaseSuffix and renewSuffix name the functions that release and
+	// renew a shared holding.
 	releaseSuffix = "_release_shared"
+	renewSuffix   = "_renew_shared"
 	// MaxTableBytes is the longest table name, in bytes.
 	MaxTableBytes = maxIdentBytes - len(indexSuffix)
 )
@@ -50,6 +52,7 @@ const (
 	_ = uint(len(indexSuffix) - len(holdsIndexSuffix))
 	_ = uint(len(indexSuffix) - len(keepSuffix))
 	_ = uint(len(indexSuffix) - len(releaseSuffix))
+	_ = uint(len(indexSuffix) - len(renewSuffix))
 )
 
 // ValidateTable reports whether schema and table can name a lease table, as
@@ -92,6 +95,7 @@ type names struct {
 	keep       string // quoted, qualified function of the keep trigger
 	keepName   string // quoted name of the trigger
 	release    string // quoted, qualified function releasing a shared holding
+	renew      string // quoted, qualified function renewing a shared holding
 }
 
 func newNames(schema, table string) names {
@@ -107,6 +111,7 @@ func newNames(schema, table string) names {
 		keep:       pgx.Identifier{schema, table + keepSuffix}.Sanitize(),
 		keepName:   pgx.Identifier{table + keepSuffix}.Sanitize(),
 		release:    pgx.Identifier{schema, table + releaseSuffix}.Sanitize(),
+		renew:      pgx.Identifier{schema, table + renewSuffix}.Sanitize(),
 	}
 }
 
@@ -166,9 +171,13 @@ type ddl struct {
 	queueIndex string
 	holdsIndex string
 	keep       []string // the keep trigger and its function, (re)created
-	release    string   // CREATE OR REPLACE of the shared release function
-	releaseSig string   // its signature, for to_regprocedure
-	releaseSrc string   // its body, as pg_proc.prosrc keeps it
+	functions  []function // the shared release and renewal
+}
+
+// function is one function of the schema: CREATE OR REPLACE, its signature
+// (for to_regprocedure) and its body (as pg_proc.prosrc keeps it).
+type function struct {
+	create, sig, src string
 }
 
 func newDDL(schema, table string) ddl {
@@ -243,10 +252,18 @@ $$`,
     FOR EACH ROW WHEN (OLD.attempt = '') EXECUTE FUNCTION ` + n.keep + "()",
 		},
 	}
-	d.releaseSrc = sharedReleaseBody(n)
-	d.releaseSig = n.release + "(text, text, text, bigint, text)"
-	d.release = "CREATE OR REPLACE FUNCTION " + n.release + `(key text, owner text, attempt text, token bigint, channel text)
-    RETURNS bigint LANGUAGE sql VOLATILE AS ` + dollarQuote(d.releaseSrc)
+	release, renew := sharedReleaseBody(n), sharedRenewBody(n)
+	d.functions = []function{{
+		create: "CREATE OR REPLACE FUNCTION " + n.release + `(key text, owner text, attempt text, token bigint, channel text)
+    RETURNS bigint LANGUAGE sql VOLATILE AS ` + dollarQuote(release),
+		sig: n.release + "(text, text, text, bigint, text)",
+		src: release,
+	}, {
+		create: "CREATE OR REPLACE FUNCTION " + n.renew + `(key text, owner text, attempt text, token bigint, ttl_us bigint)
+    RETURNS timestamptz LANGUAGE sql VOLATILE AS ` + dollarQuote(renew),
+		sig: n.renew + "(text, text, text, bigint, bigint)",
+		src: renew,
+	}}
 	return d
 }
 
@@ -280,7 +297,9 @@ func CreateScript(schema, table string) string {
 	d := newDDL(schema, table)
 	stmts := append(append(append([]string{}, d.create...), d.upgrade...), d.index, d.queueIndex, d.holdsIndex)
 	stmts = append(stmts, d.keep...)
-	stmts = append(stmts, d.release)
+	for _, f := range d.functions {
+		stmts = append(stmts, f.create)
+	}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
@@ -388,13 +407,15 @@ func ensureOnce(ctx context.Context, pool *pgxpool.Pool, schema, table string) e
 				}
 			}
 		}
-		var src *string
-		if err := tx.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)", d.releaseSig).Scan(&src); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if src == nil || *src != d.releaseSrc {
-			if _, err := tx.Exec(ctx, d.release); err != nil {
+		for _, f := range d.functions {
+			var src *string
+			if err := tx.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)", f.sig).Scan(&src); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
+			}
+			if src == nil || *src != f.src {
+				if _, err := tx.Exec(ctx, f.create); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

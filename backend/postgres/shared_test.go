@@ -274,6 +274,7 @@ func TestEnsureSchemaAddsSharedHoldings(t *testing.T) {
 		"DROP TRIGGER " + n.keepName + " ON " + n.table,
 		"DROP FUNCTION " + n.keep + "()",
 		"DROP FUNCTION " + n.release + "(text, text, text, bigint, text)",
+		"DROP FUNCTION " + n.renew + "(text, text, text, bigint, bigint)",
 		"DROP TABLE " + n.holds,
 		"ALTER TABLE " + n.table + " DROP COLUMN holder_limit",
 		"ALTER TABLE " + n.queue + " DROP COLUMN holder_limit",
