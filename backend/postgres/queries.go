@@ -525,7 +525,7 @@ SELECT count(*) FROM snotices
 // sharedRenewBody is the body of the renew function (schema.go): the
 // renewal of a holding of a name with several holders (parameters key,
 // owner, attempt, token, ttl_us), answering its new expiry or NULL. The
-// name's record (the row of the lease table with attempt '') is extended
+// name's record (the row of the lease table with an empty attempt) is extended
 // first (record): the record never ends before a holding of its name. The
 // holding is extended only once the record was (record's row is then locked
 // until commit), so that a sweep deleting an expired record, which does not

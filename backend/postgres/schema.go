@@ -170,7 +170,7 @@ type ddl struct {
 	index      string
 	queueIndex string
 	holdsIndex string
-	keep       []string // the keep trigger and its function, (re)created
+	keep       []string   // the keep trigger and its function, (re)created
 	functions  []function // the shared release and renewal
 }
 
