@@ -96,10 +96,12 @@
 // "", holder_limit n, the latest token, an expiry never before any live
 // holding's end. Such an acquire is one transaction of several statements
 // under the name's lock; renewals, releases and revokes of its holdings are
-// the exclusive calls' statements, which also cover the holds table. A
+// the exclusive calls' statements, which call the functions "_renew_shared"
+// and "_release_shared" for a name that has a record (revoke covers the
+// holds table itself). A
 // process of an earlier version reads the record as a live holding and
 // refuses the name, and the trigger "_keep_shared" on the lease table makes
 // its revoke of a live record fail. EnsureSchema (or CreateScript) adds the
-// table, the holder_limit columns and the trigger; run it before starting
+// table, the holder_limit columns, the trigger and the functions; run it before starting
 // processes of this version (the design: shared.go).
 package postgres

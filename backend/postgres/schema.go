@@ -163,7 +163,12 @@ func newNames(schema, table string) names {
 // record as a holding, ever tries it. The upgrade adds the columns (a
 // table of the previous version then reads holder_limit 1 everywhere); the
 // trigger is created when missing (CreateScript drops and re-creates it,
-// PostgreSQL 12 having no CREATE OR REPLACE TRIGGER).
+// PostgreSQL 12 having no CREATE OR REPLACE TRIGGER). The functions
+// "_renew_shared" and "_release_shared" are the renewal and the release of
+// a shared holding (queries.go), which the renew and release statements
+// call only for a name that has a record; EnsureSchema replaces them when
+// their text differs. Their bodies are dollar-quoted with a tag they do not
+// contain (dollarQuote): the quoted names in them may contain dollars.
 type ddl struct {
 	create     []string // schema, sequence, table, queue, holds: CREATE ... IF NOT EXISTS
 	upgrade    []string // adds attempt, waited and holder_limit to tables of an earlier version
