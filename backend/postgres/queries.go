@@ -223,25 +223,12 @@ exclusive AS (
       AND l.expires_at > c.now AND c.sync <> ''
     RETURNING r.ord, l.expires_at
 ),
-record AS (
-    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, s.expires_at)
-    FROM (SELECT r.name, max(c.now + r.ttl_us * interval '1 microsecond') AS expires_at
-          FROM req r, clock c, %[3]s h
-          WHERE h.lease_name = r.name AND h.owner_instance_id = r.owner AND h.attempt = r.attempt AND h.fencing_token = r.token
-            AND h.expires_at > c.now
-          GROUP BY r.name) s, clock c
-    WHERE m.lease_name = s.name AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now AND c.sync <> ''
-    RETURNING m.lease_name
-),
-shared AS (
-    UPDATE %[3]s AS h
-    SET renewed_at = c.now, expires_at = c.now + r.ttl_us * interval '1 microsecond'
-    FROM req r, clock c
-    WHERE h.lease_name = r.name AND h.owner_instance_id = r.owner AND h.attempt = r.attempt AND h.fencing_token = r.token
-      AND h.expires_at > c.now AND h.lease_name IN (SELECT lease_name FROM record)
-    RETURNING r.ord, h.expires_at
+shared AS MATERIALIZED (
+    SELECT r.ord, %[3]s(r.name, r.owner, r.attempt, r.token, r.ttl_us) AS expires_at
+    FROM req r JOIN %[1]s m ON m.lease_name = r.name AND m.attempt = '' AND m.holder_limit > 1, clock c
+    WHERE c.sync <> ''
 )
-SELECT ord, expires_at FROM exclusive UNION ALL SELECT ord, expires_at FROM shared`, n.table, commitMode, n.holds),
+SELECT ord, expires_at FROM exclusive UNION ALL SELECT ord, expires_at FROM shared WHERE expires_at IS NOT NULL`, n.table, commitMode, n.renew),
 
 		// Release and revoke hand on (handOn): after the lock statement of
 		// the same transaction, a live holding deleted (gone) is replaced

@@ -365,3 +365,27 @@ func TestSharedCallsInterleave(t *testing.T) {
 		t.Fatalf("%d holdings above the limit, %d live holdings the record ends before", over, orphans)
 	}
 }
+
+// RenewBatch renews shared and exclusive holdings together, extending a
+// shared name's record with its holding, and answers ErrNotHeld for a
+// released shared holding.
+func TestRenewBatchWithSharedHoldings(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t)
+	ex := mustAcquire(t, b, "x", "a", time.Minute)
+	s1 := mustSlot(t, b, "s", "a", 2, time.Minute)
+	s2 := mustSlot(t, b, "s", "b", 2, time.Minute)
+	if err := b.Release(ctxT(t), s2.releaseReq()); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := b.RenewBatch(ctxT(t), []backend.RenewRequest{ex.renewReq(time.Hour), s1.renewReq(2 * time.Hour), s2.renewReq(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Err != nil || rs[1].Err != nil || !errors.Is(rs[2].Err, backend.ErrNotHeld) {
+		t.Fatalf("RenewBatch = %+v", rs)
+	}
+	if _, _, expires, _ := record(t, e, "s"); !expires.Equal(rs[1].Grant.ExpiresAt) {
+		t.Fatalf("record expires %v after the batch renewed its holding to %v", expires, rs[1].Grant.ExpiresAt)
+	}
+}
