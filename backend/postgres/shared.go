@@ -17,8 +17,10 @@ import (
 // expires_at never before the end of a live holding of the name (the end
 // of the last, once the name's lock was taken; a renewal, which takes no
 // lock, only extends it). The exclusive rows are untouched: an exclusive
-// acquire, release or renewal sends the same statements as before, which
-// read the record as a live holding of another limit. A version of this
+// acquire, release or renewal sends as many statements, in as many round
+// trips, as before; they read the record as a live holding of another limit,
+// and the renewal and release call the shared functions (queries.go) only
+// for a name that has a record. A version of this
 // package without the holds table reads the record as a live holding too
 // and refuses the name; the keep trigger makes its revoke fail.
 
