@@ -34,7 +34,11 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	var g backend.Grant
 	err := b.retry(ctx, "acquire", func(ctx context.Context) error {
 		var err error
-		g, err = b.acquireOnce(ctx, r)
+		if r.Limit > 1 {
+			g, err = b.acquireShared(ctx, r)
+		} else {
+			g, err = b.acquireOnce(ctx, r)
+		}
 		return err
 	})
 	if err != nil {
@@ -89,13 +93,14 @@ func readAcquire(res pgx.BatchResults) (backend.Grant, error) {
 		holder    string
 		remaining int64 // microseconds the holder (or the head's turn) has left, by the server's clock
 		queued    bool
+		heldLimit int32
 	)
 	_, err := res.Exec()
 	if err == nil {
 		_, err = res.Exec()
 	}
 	if err == nil {
-		err = res.QueryRow().Scan(&g.Acquired, &token, &expires, &holder, &remaining, &queued)
+		err = res.QueryRow().Scan(&g.Acquired, &token, &expires, &holder, &remaining, &queued, &heldLimit)
 		found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = nil
@@ -119,6 +124,7 @@ func readAcquire(res pgx.BatchResults) (backend.Grant, error) {
 		g.Holder, g.HolderToken, g.HolderExpiresAt = holder, uint64(token), expires
 		g.HolderExpiresIn = time.Duration(remaining) * time.Microsecond
 		g.Queued = queued
+		g.HeldLimit = int(heldLimit)
 	}
 	return g, nil
 }

@@ -86,4 +86,22 @@
 // working on the upgraded table but ignore the queue: they take a free name
 // during a head's turn and hand nothing on (fairness is lost while both run,
 // never safety).
+//
+// # Names with several holders
+//
+// Acquire with Limit n > 1 (backend/limit.go; Info().MaxLimit is
+// backend.MaxLimit) keeps the name's holdings in a third table, named after
+// the lease table with "_holds" (one row per holding, keyed by name and
+// attempt), and one row of the lease table per name, its record: attempt
+// "", holder_limit n, the latest token, an expiry never before any live
+// holding's end. Such an acquire is one transaction of several statements
+// under the name's lock; renewals, releases and revokes of its holdings are
+// the exclusive calls' statements, which call the functions "_renew_shared"
+// and "_release_shared" for a name that has a record (revoke covers the
+// holds table itself). A
+// process of an earlier version reads the record as a live holding and
+// refuses the name, and the trigger "_keep_shared" on the lease table makes
+// its revoke of a live record fail. EnsureSchema (or CreateScript) adds the
+// table, the holder_limit columns, the trigger and the functions; run it before starting
+// processes of this version (the design: shared.go).
 package postgres

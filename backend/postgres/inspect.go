@@ -22,18 +22,19 @@ const defaultListPage = 500
 // holdingColumns reads a live holding, with the time it has left measured
 // on the statement's clock c.now.
 const holdingColumns = `l.lease_name, l.owner_instance_id, l.fencing_token, l.expires_at, l.metadata,
-       GREATEST(0, extract(epoch FROM l.expires_at - c.now) * 1000000)::bigint`
+       GREATEST(0, extract(epoch FROM l.expires_at - c.now) * 1000000)::bigint, l.holder_limit`
 
 func scanHolding(row pgx.Row) (backend.Holder, error) {
 	var (
 		h         backend.Holder
 		token     int64
 		remaining int64
+		limit     int32
 	)
-	if err := row.Scan(&h.Key, &h.Owner, &token, &h.ExpiresAt, &h.Metadata, &remaining); err != nil {
+	if err := row.Scan(&h.Key, &h.Owner, &token, &h.ExpiresAt, &h.Metadata, &remaining, &limit); err != nil {
 		return backend.Holder{}, err
 	}
-	h.Token, h.ExpiresIn = uint64(token), time.Duration(remaining)*time.Microsecond
+	h.Token, h.ExpiresIn, h.Limit = uint64(token), time.Duration(remaining)*time.Microsecond, int(limit)
 	return h, nil
 }
 
@@ -72,12 +73,15 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holde
 		return fmt.Errorf("%w: prefix is not valid UTF-8 or contains a NUL byte", backend.ErrInvalidRequest)
 	}
 	upper, bounded := prefixEnd(prefix)
-	var after *string // the last key of the previous page
+	var (
+		after      *string // the key of the previous page's last holding
+		afterToken int64   // and its token
+	)
 	for {
 		var page []backend.Holder
 		err := b.retry(ctx, "list", func(ctx context.Context) error {
 			page = page[:0]
-			rows, err := b.pool.Query(ctx, b.q.list, prefix, upper, bounded, after, b.listPage)
+			rows, err := b.pool.Query(ctx, b.q.list, prefix, upper, bounded, after, b.listPage, afterToken)
 			if err != nil {
 				return err
 			}
@@ -102,8 +106,8 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backend.Holde
 		if len(page) < b.listPage {
 			return nil
 		}
-		last := page[len(page)-1].Key
-		after = &last
+		last := page[len(page)-1]
+		after, afterToken = &last.Key, int64(last.Token)
 	}
 }
 

@@ -30,7 +30,8 @@ type Backend struct {
 	maxDelay   time.Duration
 
 	q        queries
-	listPage int // holdings per List statement (tests make it small)
+	sq       sharedQueries // the acquire of a name with several holders
+	listPage int           // holdings per List statement (tests make it small)
 
 	lastSweep atomic.Int64 // unix nanoseconds of the last sweep start
 	sweeping  atomic.Bool
@@ -83,6 +84,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		baseDelay:  c.baseDelay,
 		maxDelay:   c.maxDelay,
 		q:          buildQueries(n),
+		sq:         buildShared(n),
 		listPage:   defaultListPage,
 		watchIdle:  defaultWatchIdle,
 	}
@@ -95,7 +97,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 // head (backend/queue.go), a batch is one round trip, and releases and
 // hand-offs are announced with NOTIFY.
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "postgres", Queue: true, Batches: true, AnnouncesReleases: true, HandOffNotices: true}
+	return backend.Info{Name: "postgres", Queue: true, Batches: true, AnnouncesReleases: true, HandOffNotices: true,
+		MaxLimit: backend.MaxLimit}
 }
 
 // Close does nothing: the pool belongs to the caller, and watches end with

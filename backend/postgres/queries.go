@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/leasehold/leasehold/backend"
 )
@@ -23,6 +24,7 @@ type queries struct {
 	release    string
 	sweep      string
 	inspect    string
+	holders    string
 	list       string
 	revoke     string
 	seq        string // the quoted sequence name, sent as a regclass parameter
@@ -95,7 +97,7 @@ func buildQueriesWith(n names, commitMode string) queries {
 		// while its turn runs, when it is neither expired nor removed).
 		acquire: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 cur AS MATERIALIZED (
-    SELECT l.owner_instance_id, l.attempt FROM %[1]s l, clock c
+    SELECT l.owner_instance_id, l.attempt, l.attempt = '' AND l.holder_limit > 1 AS shared FROM %[1]s l, clock c
     WHERE l.lease_name = $1 AND l.expires_at > c.now
 ),
 head AS MATERIALIZED (
@@ -132,7 +134,7 @@ marked AS (
     UPDATE %[1]s AS m SET waited = true
     FROM clock c
     WHERE $7::boolean AND m.lease_name = $1 AND NOT m.waited AND m.expires_at > c.now
-      AND NOT EXISTS (SELECT 1 FROM granted)
+      AND NOT EXISTS (SELECT 1 FROM granted) AND NOT EXISTS (SELECT 1 FROM cur WHERE shared)
 ),
 dequeued AS (
     DELETE FROM %[2]s q USING clock c
@@ -148,7 +150,7 @@ started AS (
 enqueued AS (
     INSERT INTO %[2]s AS q (lease_name, attempt, owner_instance_id, metadata, notify_address, notify_channel, pickup_us, poll, expires_at)
     SELECT $1, $3, $2, $5, $10, $11, $9, $12, c.now + $8::bigint * interval '1 microsecond' FROM clock c
-    WHERE $7::boolean AND $8::bigint > 0 AND NOT EXISTS (SELECT 1 FROM granted)
+    WHERE $7::boolean AND $8::bigint > 0 AND NOT EXISTS (SELECT 1 FROM granted) AND NOT EXISTS (SELECT 1 FROM cur WHERE shared)
       AND (SELECT count(*) FROM (SELECT FROM %[2]s x
            WHERE x.lease_name = $1 AND x.attempt <> $3 AND x.expires_at > c.now LIMIT %[3]d) n) < %[3]d
     ON CONFLICT (lease_name, attempt) DO UPDATE SET
@@ -168,36 +170,65 @@ queued AS MATERIALIZED (
         OR EXISTS (SELECT 1 FROM %[2]s q, clock c
                    WHERE q.lease_name = $1 AND q.attempt = $3 AND q.owner_instance_id = $2 AND q.expires_at > c.now) AS queued
 )
-SELECT true, g.fencing_token, g.expires_at, ''::text, 0::bigint, false FROM granted g
+SELECT true, g.fencing_token, g.expires_at, ''::text, 0::bigint, false, 0 FROM granted g
 UNION ALL
-SELECT false, l.fencing_token, l.expires_at, l.owner_instance_id,
-       GREATEST(0, extract(epoch FROM l.expires_at - c.now) * 1000000)::bigint, w.queued
-FROM %[1]s l, clock c, queued w
+SELECT false, coalesce(f.fencing_token, l.fencing_token), coalesce(f.expires_at, l.expires_at), coalesce(f.owner_instance_id, l.owner_instance_id),
+       GREATEST(0, extract(epoch FROM coalesce(f.expires_at, l.expires_at) - c.now) * 1000000)::bigint, w.queued,
+       CASE WHEN l.attempt = '' AND l.holder_limit > 1 AND l.expires_at > c.now THEN l.holder_limit ELSE 0 END
+FROM %[1]s l CROSS JOIN clock c CROSS JOIN queued w
+LEFT JOIN LATERAL (
+    SELECT h.owner_instance_id, h.fencing_token, h.expires_at FROM %[4]s h
+    WHERE l.attempt = '' AND l.holder_limit > 1 AND h.lease_name = $1 AND h.expires_at > c.now
+    ORDER BY h.expires_at, h.fencing_token LIMIT 1
+) f ON true
 WHERE l.lease_name = $1 AND NOT EXISTS (SELECT 1 FROM granted)
   AND NOT EXISTS (SELECT 1 FROM turn t WHERE t.ends > c.now)
 UNION ALL
 SELECT false, 0::bigint, t.ends, ''::text,
-       GREATEST(0, extract(epoch FROM t.ends - c.now) * 1000000)::bigint, w.queued
+       GREATEST(0, extract(epoch FROM t.ends - c.now) * 1000000)::bigint, w.queued, 0
 FROM turn t, clock c, queued w
-WHERE t.ends > c.now AND NOT EXISTS (SELECT 1 FROM granted)`, n.table, n.queue, backend.MaxQueueEntries),
+WHERE t.ends > c.now AND NOT EXISTS (SELECT 1 FROM granted)`, n.table, n.queue, backend.MaxQueueEntries, n.holds),
 
 		// c.sync is tested so that the set_config is surely evaluated
 		// before any row is updated.
-		renew: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync)
-UPDATE %[1]s AS l
-SET renewed_at = c.now, expires_at = c.now + $5::bigint * interval '1 microsecond'
-FROM clock c
-WHERE l.lease_name = $1 AND l.owner_instance_id = $2 AND l.attempt = $3 AND l.fencing_token = $4
-  AND l.expires_at > c.now AND c.sync <> ''
-RETURNING l.expires_at`, n.table, commitMode),
+		//
+		// A holding of a name with several holders is a row of the holds
+		// table, renewed by the renew function (sharedRenewBody), called
+		// only for a name that has a record (a name has one row of the
+		// lease table: exclusive or record).
+		renew: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync),
+exclusive AS (
+    UPDATE %[1]s AS l
+    SET renewed_at = c.now, expires_at = c.now + $5::bigint * interval '1 microsecond'
+    FROM clock c
+    WHERE l.lease_name = $1 AND l.owner_instance_id = $2 AND l.attempt = $3 AND l.fencing_token = $4
+      AND l.expires_at > c.now AND c.sync <> ''
+    RETURNING l.expires_at
+),
+shared AS MATERIALIZED (
+    SELECT %[3]s($1, $2, $3, $4::bigint, $5::bigint) AS expires_at FROM %[1]s m, clock c
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND c.sync <> ''
+)
+SELECT expires_at FROM exclusive UNION ALL SELECT expires_at FROM shared WHERE expires_at IS NOT NULL`, n.table, commitMode, n.renew),
 
-		renewBatch: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync)
-UPDATE %[1]s AS l
-SET renewed_at = c.now, expires_at = c.now + r.ttl_us * interval '1 microsecond'
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::int[]) AS r(name, owner, attempt, token, ttl_us, ord), clock c
-WHERE l.lease_name = r.name AND l.owner_instance_id = r.owner AND l.attempt = r.attempt AND l.fencing_token = r.token
-  AND l.expires_at > c.now AND c.sync <> ''
-RETURNING r.ord, l.expires_at`, n.table, commitMode),
+		renewBatch: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, %[2]s AS sync),
+req AS MATERIALIZED (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::int[]) AS r(name, owner, attempt, token, ttl_us, ord)
+),
+exclusive AS (
+    UPDATE %[1]s AS l
+    SET renewed_at = c.now, expires_at = c.now + r.ttl_us * interval '1 microsecond'
+    FROM req r, clock c
+    WHERE l.lease_name = r.name AND l.owner_instance_id = r.owner AND l.attempt = r.attempt AND l.fencing_token = r.token
+      AND l.expires_at > c.now AND c.sync <> ''
+    RETURNING r.ord, l.expires_at
+),
+shared AS MATERIALIZED (
+    SELECT r.ord, %[3]s(r.name, r.owner, r.attempt, r.token, r.ttl_us) AS expires_at
+    FROM req r JOIN %[1]s m ON m.lease_name = r.name AND m.attempt = '' AND m.holder_limit > 1, clock c
+    WHERE c.sync <> ''
+)
+SELECT ord, expires_at FROM exclusive UNION ALL SELECT ord, expires_at FROM shared WHERE expires_at IS NOT NULL`, n.table, commitMode, n.renew),
 
 		// Release and revoke hand on (handOn): after the lock statement of
 		// the same transaction, a live holding deleted (gone) is replaced
@@ -207,10 +238,18 @@ RETURNING r.ord, l.expires_at`, n.table, commitMode),
 		// attempt's holding has: only that attempt's row can match. The
 		// notifications are sent at commit, so a waiter never wakes before
 		// the row is gone or handed on.
+		//
+		// A holding of a name with several holders (a row of the holds
+		// table) is released by the release function (sharedReleaseBody),
+		// called only for a name that has a record: an exclusive release
+		// pays one probe of the lease table's primary key for it. A name
+		// has one row of the lease table, so the exclusive part finds
+		// nothing of a shared name's but the entries it drops (expired, or
+		// the attempt's own), which the function leaves alone.
 		release: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 head AS MATERIALIZED (
     SELECT %[3]s FROM %[2]s q, clock c
-    WHERE q.lease_name = $1 AND q.expires_at > c.now AND q.attempt <> $3
+    WHERE q.lease_name = $1 AND q.expires_at > c.now AND q.attempt <> $3 AND q.holder_limit = 1
     ORDER BY q.place LIMIT 1
 ),
 gone AS (
@@ -218,9 +257,12 @@ gone AS (
     WHERE l.lease_name = $1 AND l.owner_instance_id = $2 AND l.attempt = $3 AND ($4::bigint = 0 OR l.fencing_token = $4::bigint)
     RETURNING l.lease_name, l.waited, l.expires_at > c.now AS live
 ),
-%[4]s
-SELECT count(*) FROM notices`, n.table, n.queue, headColumns,
-			handOn(n, "$6", "$5", "q.attempt = $3 AND q.owner_instance_id = $2")),
+%[4]s,
+shared AS MATERIALIZED (
+    SELECT %[5]s($1, $2, $3, $4::bigint, $5) FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1
+)
+SELECT (SELECT count(*) FROM notices) + (SELECT count(*) FROM shared)`, n.table, n.queue, headColumns,
+			handOn(n, "$6", "$5", "q.attempt = $3 AND q.owner_instance_id = $2"), n.release),
 
 		// SKIP LOCKED: never wait on, or deadlock with, rows being granted
 		// or queued. Sweeps keep the server's commit mode: a lost sweep only
@@ -236,23 +278,37 @@ entries AS (
         SELECT lease_name, attempt FROM %[2]s WHERE expires_at <= clock_timestamp()
         ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
     RETURNING 1
+),
+holds AS (
+    DELETE FROM %[3]s WHERE (lease_name, attempt) IN (
+        SELECT lease_name, attempt FROM %[3]s WHERE expires_at <= clock_timestamp()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      AND expires_at <= clock_timestamp()
+    RETURNING 1
 )
-SELECT (SELECT count(*) FROM leases), (SELECT count(*) FROM entries)`, n.table, n.queue),
+SELECT (SELECT count(*) FROM leases) + (SELECT count(*) FROM holds), (SELECT count(*) FROM entries)`, n.table, n.queue, n.holds),
 
-		inspect: fmt.Sprintf(`SELECT %[2]s
-FROM %[1]s l, (SELECT clock_timestamp() AS now) c
-WHERE l.lease_name = $1 AND l.expires_at > c.now`, n.table, holdingColumns),
+		// A name with several holders answers the holding that ends
+		// first (holdings, below); holders answers every one.
+		inspect: fmt.Sprintf(`WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT %[2]s FROM (%[3]s) l, c
+ORDER BY l.expires_at, l.fencing_token LIMIT 1`, n.table, holdingColumns, holdings(n, "= $1")),
+
+		holders: fmt.Sprintf(`WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT %[2]s FROM (%[3]s) l, c
+ORDER BY l.fencing_token`, n.table, holdingColumns, holdings(n, "= $1")),
 
 		// A primary-key range: [$1, $2) when $3, else [$1, ...), after $4
 		// (the previous page's last key) when it is not NULL. Reads lock
 		// nothing.
-		list: fmt.Sprintf(`SELECT %[2]s
-FROM %[1]s l, (SELECT clock_timestamp() AS now) c
-WHERE l.lease_name >= $1::text AND (NOT $3::boolean OR l.lease_name < $2::text)
-  AND ($4::text IS NULL OR l.lease_name > $4::text)
-  AND l.expires_at > c.now
-ORDER BY l.lease_name
-LIMIT $5`, n.table, holdingColumns),
+		// A name with several holders lists each, by token: a page ends
+		// after a (key, token), $4 and $6.
+		list: fmt.Sprintf(`WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT %[2]s FROM (%[3]s) l, c
+WHERE ($4::text IS NULL OR (l.lease_name, l.fencing_token) > ($4::text, $6::bigint))
+ORDER BY l.lease_name, l.fencing_token
+LIMIT $5`, n.table, holdingColumns,
+			holdings(n, ">= $1::text AND (NOT $3::boolean OR {name} < $2::text) AND ($4::text IS NULL OR {name} >= $4::text)")),
 
 		// Like release, after the lock statement of the same transaction,
 		// filtered by the token only (an operator's act, not a holder's),
@@ -261,18 +317,36 @@ LIMIT $5`, n.table, holdingColumns),
 		revoke: fmt.Sprintf(`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 head AS MATERIALIZED (
     SELECT %[3]s FROM %[2]s q, clock c
-    WHERE q.lease_name = $1 AND q.expires_at > c.now
+    WHERE q.lease_name = $1 AND q.expires_at > c.now AND q.holder_limit = 1
       AND NOT EXISTS (SELECT 1 FROM %[1]s o WHERE o.lease_name = $1 AND o.attempt = q.attempt)
     ORDER BY q.place LIMIT 1
 ),
 gone AS (
     DELETE FROM %[1]s l USING clock c
     WHERE l.lease_name = $1 AND l.expires_at > c.now AND ($2::bigint = 0 OR l.fencing_token = $2::bigint)
-    RETURNING l.lease_name, l.owner_instance_id, l.fencing_token, l.expires_at, l.metadata, l.waited, true AS live
+      AND NOT (l.attempt = '' AND l.holder_limit > 1)
+    RETURNING l.lease_name, l.owner_instance_id, l.fencing_token, l.expires_at, l.metadata, l.waited, true AS live, 1 AS holder_limit
 ),
-%[4]s
-SELECT %[5]s FROM gone l, clock c, (SELECT count(*) FROM notices) n`, n.table, n.queue, headColumns,
-			handOn(n, "$4", "$3", "false"), holdingColumns),
+%[4]s,
+slock AS MATERIALIZED (
+    SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 FOR UPDATE
+),
+sgone AS (
+    DELETE FROM %[6]s h USING clock c
+    WHERE EXISTS (SELECT 1 FROM slock) AND (h.lease_name, h.attempt) IN (
+        SELECT o.lease_name, o.attempt FROM %[6]s o, clock c
+        WHERE o.lease_name = $1 AND o.expires_at > c.now AND ($2::bigint = 0 OR o.fencing_token = $2::bigint)
+          AND EXISTS (SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now)
+        ORDER BY o.expires_at, o.fencing_token LIMIT 1)
+    RETURNING %[7]s
+),
+%[8]s
+SELECT %[5]s FROM (
+    SELECT lease_name, owner_instance_id, fencing_token, expires_at, metadata, holder_limit FROM gone
+    UNION ALL
+    SELECT g.lease_name, g.owner_instance_id, g.fencing_token, g.expires_at, g.metadata, k.holder_limit FROM sgone g, srecord k
+) l, clock c, (SELECT count(*) FROM notices) n, (SELECT count(*) FROM snotices) sn`, n.table, n.queue, headColumns,
+			handOn(n, "$4", "$3", "false"), holdingColumns, n.holds, sgoneColumns, sharedHandOn(n, "$4", "$3", "''")),
 
 		seq: n.sequence,
 	}
@@ -313,4 +387,155 @@ notices AS (
     UNION ALL
     SELECT pg_notify(%[4]s, g.lease_name) FROM gone g WHERE g.waited AND NOT EXISTS (SELECT 1 FROM handed)
 )`, n.table, n.queue, seq, channel, leaving)
+}
+
+// sgoneColumns are what the sgone CTE of release and revoke returns about
+// the shared holding it deleted (h, with the clock c).
+const sgoneColumns = `h.lease_name, h.attempt, h.owner_instance_id, h.fencing_token, h.expires_at, h.metadata, h.expires_at > c.now AS live`
+
+// sharedHandOn is the part of release and revoke for the names with several
+// holders, after their CTEs clock, slock (which locks the name's record
+// before any holding, as a renewal does: no deadlock between them) and
+// sgone (the shared holding deleted, sgoneColumns; none for an exclusive
+// name). srec is the name's record as
+// the statement found it (xmin: its version). A live holding gone frees
+// its slot, which is handed (shanded) to the head live entry of the queue
+// under the record's limit (shead), entries of another limit ahead of it
+// being dropped (sdequeued), as backend/limit.go says; the turns of the
+// others start again (sturns). srecord moves the record: the handed
+// holding's token is the name's latest, and its expiry becomes the latest
+// of the live holdings (the statement's clock when none is left: the
+// record has expired). A renewal, which does not take the name's lock,
+// may have extended the record since the statement read it (its version
+// differs): the record then only grows, so that it never ends before a
+// holding of its name. snotices sends the hand-off's notice, or announces
+// the release of a marked name when nothing was handed on. leaving is the
+// attempt whose own entry the exclusive part removes (release), or the empty string (revoke: none).
+func sharedHandOn(n names, seq, channel, leaving string) string {
+	return fmt.Sprintf(`srec AS MATERIALIZED (
+    SELECT m.xmin AS seen, m.holder_limit, m.waited FROM %[1]s m
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND EXISTS (SELECT 1 FROM sgone)
+),
+shead AS MATERIALIZED (
+    SELECT %[6]s, q.place FROM %[2]s q, clock c, srec k
+    WHERE q.lease_name = $1 AND q.expires_at > c.now AND q.holder_limit = k.holder_limit AND q.attempt <> %[5]s
+      AND EXISTS (SELECT 1 FROM sgone g WHERE g.live) AND q.attempt NOT IN (SELECT attempt FROM sgone)
+      AND NOT EXISTS (SELECT 1 FROM %[3]s o WHERE o.lease_name = $1 AND o.attempt = q.attempt AND o.expires_at > c.now)
+    ORDER BY q.place LIMIT 1
+),
+shanded AS (
+    INSERT INTO %[3]s AS o (lease_name, attempt, owner_instance_id, fencing_token, acquired_at, renewed_at, expires_at, metadata)
+    SELECT $1, h.attempt, h.owner_instance_id, nextval(%[4]s::regclass), c.now, c.now,
+           c.now + h.pickup_us * interval '1 microsecond', h.metadata
+    FROM shead h, clock c
+    ON CONFLICT (lease_name, attempt) DO UPDATE SET
+        owner_instance_id = excluded.owner_instance_id, fencing_token = excluded.fencing_token,
+        acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,
+        expires_at = excluded.expires_at, metadata = excluded.metadata
+    RETURNING o.attempt, o.fencing_token, o.expires_at
+),
+sdequeued AS (
+    DELETE FROM %[2]s q USING clock c, srec k
+    WHERE q.lease_name = $1 AND q.expires_at > c.now AND q.attempt <> %[5]s AND EXISTS (SELECT 1 FROM sgone g WHERE g.live)
+      AND (q.attempt IN (SELECT attempt FROM shead)
+           OR (q.holder_limit <> k.holder_limit AND q.place < coalesce((SELECT place FROM shead), 9223372036854775807)))
+),
+sturns AS (
+    UPDATE %[2]s q SET turn_started_at = NULL
+    FROM clock c, srec k
+    WHERE q.lease_name = $1 AND q.turn_started_at IS NOT NULL AND q.expires_at > c.now AND q.holder_limit = k.holder_limit
+      AND q.attempt <> %[5]s AND q.attempt NOT IN (SELECT attempt FROM shead) AND EXISTS (SELECT 1 FROM shanded)
+),
+srecord AS (
+    UPDATE %[1]s AS m SET
+        fencing_token = coalesce((SELECT fencing_token FROM shanded), m.fencing_token),
+        expires_at = CASE WHEN m.xmin = k.seen
+            THEN coalesce(GREATEST(
+                (SELECT max(o.expires_at) FROM %[3]s o
+                 WHERE o.lease_name = $1 AND o.expires_at > c.now AND o.attempt NOT IN (SELECT attempt FROM sgone)),
+                (SELECT expires_at FROM shanded)), c.now)
+            ELSE GREATEST(m.expires_at, (SELECT expires_at FROM shanded)) END,
+        waited = m.waited OR (EXISTS (SELECT 1 FROM shanded) AND EXISTS (
+            SELECT 1 FROM %[2]s q WHERE q.lease_name = $1 AND q.expires_at > c.now AND q.attempt <> %[5]s
+              AND q.attempt NOT IN (SELECT attempt FROM shead)))
+    FROM clock c, srec k
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1
+    RETURNING m.holder_limit
+),
+snotices AS (
+    SELECT pg_notify(h.notify_channel, '1 ' || x.fencing_token || ' ' || h.poll || ' ' || h.notify_address || ' ' || h.attempt
+           || ' ' || octet_length(h.owner_instance_id) || ' ' || h.owner_instance_id || ' ' || $1::text)
+    FROM shanded x, shead h WHERE h.notify_channel <> ''
+    UNION ALL
+    SELECT pg_notify(%[7]s, $1::text) FROM srec k WHERE k.waited AND NOT EXISTS (SELECT 1 FROM shanded)
+)`, n.table, n.queue, n.holds, seq, leaving, headColumns, channel)
+}
+
+// holdings is the live holdings of the names that match cond (a condition
+// on the name, {name} standing for the column), read at the clock c: the
+// exclusive rows of the lease table (limit 1) and the shared holdings of
+// the names whose record is live (the record's limit).
+func holdings(n names, cond string) string {
+	return fmt.Sprintf(`SELECT x.lease_name, x.owner_instance_id, x.fencing_token, x.expires_at, x.metadata, 1 AS holder_limit
+    FROM %[1]s x, c WHERE x.lease_name %[3]s AND x.expires_at > c.now AND NOT (x.attempt = '' AND x.holder_limit > 1)
+    UNION ALL
+    SELECT h.lease_name, h.owner_instance_id, h.fencing_token, h.expires_at, h.metadata, m.holder_limit
+    FROM %[2]s h JOIN %[1]s m ON m.lease_name = h.lease_name, c
+    WHERE h.lease_name %[4]s AND h.expires_at > c.now
+      AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now`,
+		n.table, n.holds, strings.ReplaceAll(cond, "{name}", "x.lease_name"), strings.ReplaceAll(cond, "{name}", "h.lease_name"))
+}
+
+// sharedReleaseBody is the body of the release function (schema.go): the
+// release of a holding of a name with several holders, as one statement
+// with the function's parameters (key, owner, attempt, token, channel),
+// after the name's lock of the calling transaction. It answers the number
+// of notices sent.
+func sharedReleaseBody(n names) string {
+	seq := "'" + strings.ReplaceAll(n.sequence, "'", "''") + "'"
+	return fmt.Sprintf(`
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+slock AS MATERIALIZED (
+    SELECT 1 FROM %[1]s m WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 FOR UPDATE
+),
+sgone AS (
+    DELETE FROM %[2]s h USING clock c
+    WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3 AND ($4 = 0 OR h.fencing_token = $4)
+      AND EXISTS (SELECT 1 FROM slock)
+    RETURNING %[3]s
+),
+%[4]s
+SELECT count(*) FROM snotices
+`, n.table, n.holds, sgoneColumns, sharedHandOn(n, seq, "$5", "$3"))
+}
+
+// sharedRenewBody is the body of the renew function (schema.go): the
+// renewal of a holding of a name with several holders (parameters key,
+// owner, attempt, token, ttl_us), answering its new expiry or NULL. The
+// name's record (the row of the lease table with an empty attempt) is extended
+// first (record): the record never ends before a holding of its name. The
+// holding is extended only once the record was (record's row is then locked
+// until commit), so that a sweep deleting an expired record, which does not
+// take the name's lock, cannot leave a renewed holding without one.
+func sharedRenewBody(n names) string {
+	return fmt.Sprintf(`
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+record AS (
+    UPDATE %[1]s AS m SET expires_at = GREATEST(m.expires_at, c.now + $5 * interval '1 microsecond')
+    FROM clock c
+    WHERE m.lease_name = $1 AND m.attempt = '' AND m.holder_limit > 1 AND m.expires_at > c.now
+      AND EXISTS (SELECT 1 FROM %[2]s h WHERE h.lease_name = $1 AND h.owner_instance_id = $2 AND h.attempt = $3
+                  AND h.fencing_token = $4 AND h.expires_at > c.now)
+    RETURNING m.lease_name
+),
+shared AS (
+    UPDATE %[2]s AS h
+    SET renewed_at = c.now, expires_at = c.now + $5 * interval '1 microsecond'
+    FROM clock c, record m
+    WHERE h.lease_name = m.lease_name AND h.owner_instance_id = $2 AND h.attempt = $3 AND h.fencing_token = $4
+      AND h.expires_at > c.now
+    RETURNING h.expires_at
+)
+SELECT expires_at FROM shared
+`, n.table, n.holds)
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/backend"
 )
 
 // ErrInvalidIdentifier is returned (wrapped) for a schema or table name that
@@ -27,13 +30,30 @@ const (
 	// expiry index: both no longer than indexSuffix (checked below).
 	queueSuffix      = "_queue"
 	queueIndexSuffix = "_queue_exp_idx"
+	// holdsSuffix names the table of the holdings of names with several
+	// holders, holdsIndexSuffix its expiry index, keepSuffix the function
+	// of the trigger that keeps their record: all no longer than
+	// indexSuffix (checked below).
+	holdsSuffix      = "_holds"
+	holdsIndexSuffix = "_holds_exp_idx"
+	keepSuffix       = "_keep_shared"
+	// releaseSuffix and renewSuffix name the functions that release and
+	// renew a shared holding.
+	releaseSuffix = "_release_shared"
+	renewSuffix   = "_renew_shared"
 	// MaxTableBytes is the longest table name, in bytes.
 	MaxTableBytes = maxIdentBytes - len(indexSuffix)
 )
 
 // The queue's names fit wherever the index's name fits (a negative constant
 // does not compile as a uint).
-const _ = uint(len(indexSuffix) - len(queueIndexSuffix))
+const (
+	_ = uint(len(indexSuffix) - len(queueIndexSuffix))
+	_ = uint(len(indexSuffix) - len(holdsIndexSuffix))
+	_ = uint(len(indexSuffix) - len(keepSuffix))
+	_ = uint(len(indexSuffix) - len(releaseSuffix))
+	_ = uint(len(indexSuffix) - len(renewSuffix))
+)
 
 // ValidateTable reports whether schema and table can name a lease table, as
 // New and EnsureSchema check them: neither empty, invalid UTF-8 nor holding a
@@ -70,6 +90,12 @@ type names struct {
 	index      string // quoted index name (indexes live in the table's schema)
 	queue      string // quoted, qualified waiter queue table
 	queueIndex string // quoted name of the queue's expiry index
+	holds      string // quoted, qualified table of the shared holdings
+	holdsIndex string // quoted name of its expiry index
+	keep       string // quoted, qualified function of the keep trigger
+	keepName   string // quoted name of the trigger
+	release    string // quoted, qualified function releasing a shared holding
+	renew      string // quoted, qualified function renewing a shared holding
 }
 
 func newNames(schema, table string) names {
@@ -80,6 +106,12 @@ func newNames(schema, table string) names {
 		index:      pgx.Identifier{table + indexSuffix}.Sanitize(),
 		queue:      pgx.Identifier{schema, table + queueSuffix}.Sanitize(),
 		queueIndex: pgx.Identifier{table + queueIndexSuffix}.Sanitize(),
+		holds:      pgx.Identifier{schema, table + holdsSuffix}.Sanitize(),
+		holdsIndex: pgx.Identifier{table + holdsIndexSuffix}.Sanitize(),
+		keep:       pgx.Identifier{schema, table + keepSuffix}.Sanitize(),
+		keepName:   pgx.Identifier{table + keepSuffix}.Sanitize(),
+		release:    pgx.Identifier{schema, table + releaseSuffix}.Sanitize(),
+		renew:      pgx.Identifier{schema, table + renewSuffix}.Sanitize(),
 	}
 }
 
@@ -119,16 +151,43 @@ func newNames(schema, table string) names {
 // which EnsureSchema (and CreateScript) run like the others. Processes of
 // the previous version on an upgraded table neither queue nor hand on: they
 // take free names regardless of the queue (fairness, not safety, is lost).
+//
+// holder_limit (lease table and queue; default 1, which the exclusive rows
+// keep: no exclusive statement writes it) and the holds table, named after
+// the lease table with "_holds", one row per holding of a name with several
+// holders, keyed by (name, attempt), are the names with several holders
+// (shared.go). The keep trigger ("_keep_shared", and its function of that
+// name) makes the deletion of a live record (an empty attempt, holder_limit above
+// 1) an error (an AFTER trigger whose WHEN compares only the attempt: the
+// cheapest test for an exclusive row's deletion): only a process of an earlier version, whose revoke reads the
+// record as a holding, ever tries it. The upgrade adds the columns (a
+// table of the previous version then reads holder_limit 1 everywhere); the
+// trigger is created when missing (CreateScript drops and re-creates it,
+// PostgreSQL 12 having no CREATE OR REPLACE TRIGGER). The functions
+// "_renew_shared" and "_release_shared" are the renewal and the release of
+// a shared holding (queries.go), which the renew and release statements
+// call only for a name that has a record; EnsureSchema replaces them when
+// their text differs. Their bodies are dollar-quoted with a tag they do not
+// contain (dollarQuote): the quoted names in them may contain dollars.
 type ddl struct {
-	create     []string // schema, sequence, table, queue: CREATE ... IF NOT EXISTS
-	upgrade    []string // adds attempt and waited to a table of an earlier version
+	create     []string // schema, sequence, table, queue, holds: CREATE ... IF NOT EXISTS
+	upgrade    []string // adds attempt, waited and holder_limit to tables of an earlier version
 	index      string
 	queueIndex string
+	holdsIndex string
+	keep       []string   // the keep trigger and its function, (re)created
+	functions  []function // the shared release and renewal
+}
+
+// function is one function of the schema: CREATE OR REPLACE, its signature
+// (for to_regprocedure) and its body (as pg_proc.prosrc keeps it).
+type function struct {
+	create, sig, src string
 }
 
 func newDDL(schema, table string) ddl {
 	n := newNames(schema, table)
-	return ddl{
+	d := ddl{
 		create: []string{
 			"CREATE SCHEMA IF NOT EXISTS " + n.schema,
 			"CREATE SEQUENCE IF NOT EXISTS " + n.sequence + " AS bigint MINVALUE 1 START WITH 1 CACHE 1 NO CYCLE",
@@ -141,7 +200,8 @@ func newDDL(schema, table string) ddl {
     renewed_at        timestamptz NOT NULL,
     expires_at        timestamptz NOT NULL,
     metadata          text NOT NULL DEFAULT '' CHECK (octet_length(metadata) <= 4000),
-    waited            boolean NOT NULL DEFAULT false
+    waited            boolean NOT NULL DEFAULT false,
+    holder_limit      integer NOT NULL DEFAULT 1 CHECK (holder_limit BETWEEN 1 AND ` + maxLimitText + `)
 )`,
 			"CREATE TABLE IF NOT EXISTS " + n.queue + ` (
     lease_name        text COLLATE "C" NOT NULL CHECK (char_length(lease_name) BETWEEN 1 AND 200),
@@ -155,25 +215,82 @@ func newDDL(schema, table string) ddl {
     poll              bigint NOT NULL DEFAULT 0,
     expires_at        timestamptz NOT NULL,
     turn_started_at   timestamptz,
+    holder_limit      integer NOT NULL DEFAULT 1 CHECK (holder_limit BETWEEN 1 AND ` + maxLimitText + `),
     PRIMARY KEY (lease_name, attempt),
     UNIQUE (lease_name, place)
+)`,
+			"CREATE TABLE IF NOT EXISTS " + n.holds + ` (
+    lease_name        text COLLATE "C" NOT NULL CHECK (char_length(lease_name) BETWEEN 1 AND 200),
+    attempt           text COLLATE "C" NOT NULL CHECK (octet_length(attempt) BETWEEN 1 AND 64),
+    owner_instance_id text COLLATE "C" NOT NULL CHECK (char_length(owner_instance_id) BETWEEN 1 AND 200),
+    fencing_token     bigint NOT NULL CHECK (fencing_token > 0),
+    acquired_at       timestamptz NOT NULL,
+    renewed_at        timestamptz NOT NULL,
+    expires_at        timestamptz NOT NULL,
+    metadata          text NOT NULL DEFAULT '' CHECK (octet_length(metadata) <= 4000),
+    PRIMARY KEY (lease_name, attempt)
 )`,
 		},
 		upgrade: []string{
 			"ALTER TABLE " + n.table + ` ADD COLUMN IF NOT EXISTS attempt text COLLATE "C" NOT NULL DEFAULT '' CHECK (octet_length(attempt) <= 64)`,
 			"ALTER TABLE " + n.table + " ALTER COLUMN attempt DROP DEFAULT",
 			"ALTER TABLE " + n.table + " ADD COLUMN IF NOT EXISTS waited boolean NOT NULL DEFAULT false",
+			"ALTER TABLE " + n.table + " ADD COLUMN IF NOT EXISTS holder_limit integer NOT NULL DEFAULT 1 CHECK (holder_limit BETWEEN 1 AND " + maxLimitText + ")",
+			"ALTER TABLE " + n.queue + " ADD COLUMN IF NOT EXISTS holder_limit integer NOT NULL DEFAULT 1 CHECK (holder_limit BETWEEN 1 AND " + maxLimitText + ")",
 		},
 		index:      "CREATE INDEX IF NOT EXISTS " + n.index + " ON " + n.table + " (expires_at)",
 		queueIndex: "CREATE INDEX IF NOT EXISTS " + n.queueIndex + " ON " + n.queue + " (expires_at)",
+		holdsIndex: "CREATE INDEX IF NOT EXISTS " + n.holdsIndex + " ON " + n.holds + " (expires_at)",
+		keep: []string{
+			// The body names no table: only constant text is dollar-quoted.
+			"CREATE OR REPLACE FUNCTION " + n.keep + `() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.holder_limit > 1 AND OLD.expires_at > clock_timestamp() THEN
+        RAISE EXCEPTION 'leasehold: lease % has several holders (limit %): this version of leasehold cannot end it',
+            OLD.lease_name, OLD.holder_limit USING ERRCODE = '55000';
+    END IF;
+    RETURN NULL;
+END
+$$`,
+			"DROP TRIGGER IF EXISTS " + n.keepName + " ON " + n.table,
+			"CREATE TRIGGER " + n.keepName + " AFTER DELETE ON " + n.table + `
+    FOR EACH ROW WHEN (OLD.attempt = '') EXECUTE FUNCTION ` + n.keep + "()",
+		},
 	}
+	release, renew := sharedReleaseBody(n), sharedRenewBody(n)
+	d.functions = []function{{
+		create: "CREATE OR REPLACE FUNCTION " + n.release + `(key text, owner text, attempt text, token bigint, channel text)
+    RETURNS bigint LANGUAGE sql VOLATILE AS ` + dollarQuote(release),
+		sig: n.release + "(text, text, text, bigint, text)",
+		src: release,
+	}, {
+		create: "CREATE OR REPLACE FUNCTION " + n.renew + `(key text, owner text, attempt text, token bigint, ttl_us bigint)
+    RETURNS timestamptz LANGUAGE sql VOLATILE AS ` + dollarQuote(renew),
+		sig: n.renew + "(text, text, text, bigint, bigint)",
+		src: renew,
+	}}
+	return d
 }
+
+// dollarQuote quotes body with a dollar tag that it does not contain (a
+// table name could).
+func dollarQuote(body string) string {
+	tag := "$leasehold$"
+	for i := 0; strings.Contains(body, tag); i++ {
+		tag = "$leasehold" + strconv.Itoa(i) + "$"
+	}
+	return tag + body + tag
+}
+
+// maxLimitText is backend.MaxLimit in SQL, for the holder_limit checks.
+var maxLimitText = strconv.Itoa(backend.MaxLimit)
 
 // CreateScript returns the DDL that EnsureSchema runs, for deployments that
 // create the table out of band. It also upgrades a table made by an earlier
 // version (see the package documentation): the ALTER statements add the
-// attempt and waited columns (on a new table they change nothing), and the
-// waiter queue's table and index are created when missing. Unlike
+// attempt, waited and holder_limit columns (on a new table they change
+// nothing), the waiter queue's and the holds tables and their indexes are
+// created when missing, and the keep trigger is (re)created. Unlike
 // EnsureSchema, the script does not check that objects already there under
 // these names are the right kind. Names are
 // quoted, so any valid name is safe to embed. For an invalid name it returns
@@ -183,7 +300,11 @@ func CreateScript(schema, table string) string {
 		return "-- leasehold: cannot create the lease table: invalid schema or table name\n"
 	}
 	d := newDDL(schema, table)
-	stmts := append(append(append([]string{}, d.create...), d.upgrade...), d.index, d.queueIndex)
+	stmts := append(append(append([]string{}, d.create...), d.upgrade...), d.index, d.queueIndex, d.holdsIndex)
+	stmts = append(stmts, d.keep...)
+	for _, f := range d.functions {
+		stmts = append(stmts, f.create)
+	}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
@@ -196,14 +317,17 @@ const ensureLockKey int64 = 0x6c65617365686f6c // "leasehol"
 // under one of the lease table's names is not what this package needs: a
 // table or view where the sequence belongs, a sequence that may cycle, a view
 // where the table belongs, a table without the lease columns (or, under the
-// queue's name, without the queue's), an index name taken by something else.
+// queue's or the holds table's name, without theirs), an index name taken by
+// something else.
 // Nothing is created or changed then.
 var ErrSchemaConflict = errors.New("postgres: schema object in the way")
 
-// EnsureSchema creates the schema, token sequence, table and index, and the
-// waiter queue's table and index, when they do not exist, upgrades a table
-// made by an earlier version of this package (adds the attempt and waited
-// columns, and the queue), and leaves them alone otherwise. It checks that
+// EnsureSchema creates the schema, token sequence, table and index, the
+// waiter queue's table and index, and the holds table, its index and the
+// keep trigger, when they do not exist, upgrades tables made by an earlier
+// version of this package (adds the attempt, waited and holder_limit
+// columns, the queue, the holds table and the trigger), and leaves them
+// alone otherwise. It checks that
 // objects already there under these names are a usable sequence, tables and
 // indexes (errors wrap ErrSchemaConflict). It is safe to call on every start and
 // from several processes at once: the DDL runs in one transaction under an
@@ -244,7 +368,14 @@ func ensureOnce(ctx context.Context, pool *pgxpool.Pool, schema, table string) e
 		if err != nil {
 			return err
 		}
-		if upgrade {
+		upgradeQueue, err := checkQueue(ctx, tx, schema, table+queueSuffix, n.queue)
+		if err != nil {
+			return err
+		}
+		if err := checkColumns(ctx, tx, schema, table+holdsSuffix, n.holds, holdsColumns, "the table of shared holdings"); err != nil {
+			return err
+		}
+		if upgrade || upgradeQueue {
 			for _, stmt := range d.upgrade {
 				if _, err := tx.Exec(ctx, stmt); err != nil {
 					return err
@@ -257,13 +388,42 @@ func ensureOnce(ctx context.Context, pool *pgxpool.Pool, schema, table string) e
 		if err := checkIndex(ctx, tx, schema, table+indexSuffix, n.index, n.table); err != nil {
 			return err
 		}
-		if err := checkQueue(ctx, tx, schema, table+queueSuffix, n.queue); err != nil {
-			return err
-		}
 		if _, err := tx.Exec(ctx, d.queueIndex); err != nil {
 			return err
 		}
-		return checkIndex(ctx, tx, schema, table+queueIndexSuffix, n.queueIndex, n.queue)
+		if err := checkIndex(ctx, tx, schema, table+queueIndexSuffix, n.queueIndex, n.queue); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, d.holdsIndex); err != nil {
+			return err
+		}
+		if err := checkIndex(ctx, tx, schema, table+holdsIndexSuffix, n.holdsIndex, n.holds); err != nil {
+			return err
+		}
+		var kept bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = $2)",
+			n.table, table+keepSuffix).Scan(&kept); err != nil {
+			return err
+		}
+		if !kept {
+			for _, stmt := range d.keep {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return err
+				}
+			}
+		}
+		for _, f := range d.functions {
+			var src *string
+			if err := tx.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)", f.sig).Scan(&src); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if src == nil || *src != f.src {
+				if _, err := tx.Exec(ctx, f.create); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 }
 
@@ -342,20 +502,41 @@ func checkTable(ctx context.Context, tx pgx.Tx, schema, name, quoted string) (up
 	}
 	hasDefault, ok := cols["attempt"]
 	_, waited := cols["waited"]
-	return !ok || hasDefault || !waited, nil
+	_, limit := cols["holder_limit"]
+	return !ok || hasDefault || !waited || !limit, nil
 }
 
 // checkQueue verifies that the waiter queue's name belongs to a table with
 // the queue's columns (CREATE TABLE IF NOT EXISTS skips any relation of that
-// name).
-func checkQueue(ctx context.Context, tx pgx.Tx, schema, name, quoted string) error {
+// name), and reports whether it needs the upgrade: no holder_limit column
+// yet.
+func checkQueue(ctx context.Context, tx pgx.Tx, schema, name, quoted string) (upgrade bool, err error) {
+	cols, err := tableColumns(ctx, tx, schema, name, quoted)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range queueColumns {
+		if _, ok := cols[c]; !ok {
+			return false, fmt.Errorf("%w: table %s exists but has no column %s: it is not a waiter queue", ErrSchemaConflict, quoted, c)
+		}
+	}
+	_, limit := cols["holder_limit"]
+	return !limit, nil
+}
+
+// holdsColumns are the columns of the table of shared holdings.
+var holdsColumns = []string{"lease_name", "attempt", "owner_instance_id", "fencing_token", "acquired_at", "renewed_at", "expires_at", "metadata"}
+
+// checkColumns verifies that name belongs to a table with the columns cols
+// (what names the table's role in errors).
+func checkColumns(ctx context.Context, tx pgx.Tx, schema, name, quoted string, want []string, what string) error {
 	cols, err := tableColumns(ctx, tx, schema, name, quoted)
 	if err != nil {
 		return err
 	}
-	for _, c := range queueColumns {
+	for _, c := range want {
 		if _, ok := cols[c]; !ok {
-			return fmt.Errorf("%w: table %s exists but has no column %s: it is not a waiter queue", ErrSchemaConflict, quoted, c)
+			return fmt.Errorf("%w: table %s exists but has no column %s: it is not %s", ErrSchemaConflict, quoted, c, what)
 		}
 	}
 	return nil

@@ -182,6 +182,7 @@ func TestEnsureSchemaRefusesObjectsOfTheWrongKind(t *testing.T) {
 	admin := newPool(t, "lh_admin")
 	seq, idx := DefaultTable+seqSuffix, DefaultTable+indexSuffix
 	queue, qidx := DefaultTable+queueSuffix, DefaultTable+queueIndexSuffix
+	holds, hidx := DefaultTable+holdsSuffix, DefaultTable+holdsIndexSuffix
 	cases := []struct {
 		name, setup, want string
 	}{
@@ -196,6 +197,9 @@ func TestEnsureSchemaRefusesObjectsOfTheWrongKind(t *testing.T) {
 		{"view as queue", `CREATE VIEW %s."` + queue + `" AS SELECT 1 AS x`, "is a view, not a table"},
 		{"unrelated table as queue", `CREATE TABLE %s."` + queue + `" (lease_name text, attempt text)`, "has no column place: it is not a waiter queue"},
 		{"sequence as queue index", `CREATE SEQUENCE %s."` + qidx + `"`, "is a sequence, not the expiry index"},
+		{"view as holds", `CREATE VIEW %s."` + holds + `" AS SELECT 1 AS x`, "is a view, not a table"},
+		{"unrelated table as holds", `CREATE TABLE %s."` + holds + `" (lease_name text, attempt text)`, "has no column owner_instance_id: it is not the table of shared holdings"},
+		{"sequence as holds index", `CREATE SEQUENCE %s."` + hidx + `"`, "is a sequence, not the expiry index"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
