@@ -77,7 +77,8 @@ type Option func(*Backend)
 
 // WithClock sets the store's clock, which decides every expiry (default
 // time.Now). A test can move it on to expire holdings without waiting for
-// them; it must never go back.
+// them; it must never go back. It is read within the store's steps, under
+// their locks: it must not call the store.
 func WithClock(now func() time.Time) Option {
 	return func(b *Backend) {
 		if now != nil {
