@@ -43,6 +43,7 @@ const (
 // tracker checks the invariants as handles come and go.
 type tracker struct {
 	t      *testing.T
+	store  *memory.Backend // for its view of a name when a check fails
 	mu     sync.Mutex
 	live   map[string][]*leasehold.Lease
 	tokens map[string]map[uint64]bool
@@ -60,7 +61,9 @@ func (tr *tracker) granted(l *leasehold.Lease) {
 	for _, o := range tr.live[name] {
 		if o.Err() == nil {
 			if l.Err() == nil {
-				tr.t.Errorf("%s: tokens %d (%s) and %d (%s) both live", name, o.Token(), o.Owner(), l.Token(), l.Owner())
+				h, held, err := tr.store.Inspect(context.Background(), name)
+				tr.t.Errorf("%s: tokens %d (%s, expires at %v) and %d (%s, expires at %v) both live; the store holds %+v (held %v, err %v)",
+					name, o.Token(), o.Owner(), o.ExpiresAt(), l.Token(), l.Owner(), l.ExpiresAt(), h, held, err)
 			}
 			kept = append(kept, o)
 		}
@@ -85,7 +88,7 @@ func stress(t *testing.T, viaActor bool) {
 	if viaActor {
 		faults, b = backendtest.Wrap(store)
 	}
-	tr := &tracker{t: t, live: map[string][]*leasehold.Lease{}, tokens: map[string]map[uint64]bool{}}
+	tr := &tracker{t: t, store: store, live: map[string][]*leasehold.Lease{}, tokens: map[string]map[uint64]bool{}}
 
 	var slots [stressManagers]atomic.Pointer[leasehold.Manager]
 	var closers sync.WaitGroup

@@ -35,7 +35,10 @@ import (
 // queue and granted the key: a new holding of that entry's owner and
 // attempt, with its metadata, a new higher token, expiring after the entry's
 // Queue.Pickup (not a TTL: the new holder picks it up, with Renew or with an
-// Acquire of the same attempt, which gives it the full TTL). A HandOff
+// Acquire of the same attempt, which gives it the full TTL), counted from
+// the time of this step: no earlier than any step the store made on the key
+// before it (the engine bounds the hand-off's end by the send of the poll
+// HandOff.Poll names, so a store reads its clock within the step). A HandOff
 // naming it is sent to the entry's Queue.Notify address (when not "" and the
 // store can notify). With no live entry, the key is free.
 //

@@ -34,7 +34,15 @@ type Backend struct {
 	// per key (a key's calls are serialized by its shard's lock).
 	lastTok atomic.Uint64
 
-	// now is the store's clock (WithClock).
+	// now is the store's clock (WithClock). A call that changes a key
+	// reads it under the key's shard lock, within its atomic step, so that
+	// the steps on one key see their times in the order they are made. A
+	// hand-off's pickup window counts from the release's reading, and the
+	// engine counts the new holder's local deadline from the send of the
+	// last poll the store handled before it: a reading taken before the
+	// lock, by a release that then waited for it, could be older than
+	// that poll, and the store would let the key go before the holder
+	// stops holding it.
 	now func() time.Time
 
 	wmu      sync.Mutex
@@ -69,7 +77,8 @@ type Option func(*Backend)
 
 // WithClock sets the store's clock, which decides every expiry (default
 // time.Now). A test can move it on to expire holdings without waiting for
-// them; it must never go back.
+// them; it must never go back. It is read within the store's steps, under
+// their locks: it must not call the store.
 func WithClock(now func() time.Time) Option {
 	return func(b *Backend) {
 		if now != nil {
@@ -111,10 +120,10 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
-	now := b.now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := b.now() // within the step (see Backend.now)
 	s.acquires++
 	if s.acquires%sweepEvery == 0 {
 		s.sweepLocked(now)
@@ -153,11 +162,10 @@ func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Gr
 	if err := check(ctx, r.Validate()); err != nil {
 		return backend.Grant{}, err
 	}
-	now := b.now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.renewLocked(now, r)
+	return s.renewLocked(b.now(), r)
 }
 
 // RenewBatch renews every request, each under its own shard's lock.
@@ -166,7 +174,6 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		return nil, err
 	}
 	out := make([]backend.RenewResult, len(rs))
-	now := b.now()
 	for i, r := range rs {
 		if err := r.Validate(); err != nil {
 			out[i].Err = err
@@ -174,7 +181,7 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 		}
 		s := b.shard(r.Key)
 		s.mu.Lock()
-		out[i].Grant, out[i].Err = s.renewLocked(now, r)
+		out[i].Grant, out[i].Err = s.renewLocked(b.now(), r)
 		s.mu.Unlock()
 	}
 	return out, nil
@@ -198,9 +205,9 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := check(ctx, r.Validate()); err != nil {
 		return err
 	}
-	now := b.now()
 	s := b.shard(r.Key)
 	s.mu.Lock()
+	now := b.now()
 	e := s.leases[r.Key]
 	released := e != nil && e.is(r.Owner, r.Attempt, r.Token)
 	var (
