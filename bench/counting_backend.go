@@ -8,22 +8,23 @@ import (
 )
 
 // counter counts, in a backend.Wrap middleware under a leasehold Manager,
-// round trips and how waiters were woken: an acquire of a key whose last
-// answer was "busy" is a wake-up, by notification when a release of that key
-// was announced since, by poll (the engine's own timer) otherwise. The engine
-// serialises acquires of one key per Manager, so one state per key suffices.
+// round trips and how waiters were woken: an acquire of an attempt whose
+// last answer was "busy" is a wake-up, by notification when a release of its
+// key was announced since, by poll (the engine's own timer) otherwise. The
+// state is per attempt: under a limit above 1 each holding's actor makes
+// acquires of the same key of its own, and another's refusal is no wake-up.
 // backend.Wrap keeps every capability of the backend (notices, batches,
 // hand-offs): a wrapper that hid one would change what is measured.
 type counter struct {
 	st *lockStats
 
 	mu   sync.Mutex
-	busy map[string]bool // key -> a release was announced since the busy answer
+	busy map[string]map[string]bool // key -> attempt -> a release was announced since its busy answer
 }
 
 // wrapCounting wraps b with the counting middleware.
 func wrapCounting(b backend.Backend, st *lockStats) backend.Backend {
-	c := &counter{st: st, busy: map[string]bool{}}
+	c := &counter{st: st, busy: map[string]map[string]bool{}}
 	return backend.Wrap(b, backend.Middleware{Call: c.call, Notify: c.notify, NonBlocking: true})
 }
 
@@ -34,7 +35,7 @@ func (c *counter) call(ctx context.Context, calls []backend.Call, next func(cont
 	for i := range calls {
 		switch calls[i].Op {
 		case backend.OpAcquire:
-			if notified, wasBusy := c.busy[calls[i].Acquire.Key]; wasBusy {
+			if notified, wasBusy := c.busy[calls[i].Acquire.Key][calls[i].Acquire.Attempt]; wasBusy {
 				if notified {
 					c.st.notifyWakes.Add(1)
 				} else {
@@ -49,13 +50,25 @@ func (c *counter) call(ctx context.Context, calls []backend.Call, next func(cont
 	next(ctx, calls)
 	c.mu.Lock()
 	for i := range calls {
-		if calls[i].Op != backend.OpAcquire {
+		var key, attempt string
+		switch calls[i].Op {
+		case backend.OpAcquire:
+			key, attempt = calls[i].Acquire.Key, calls[i].Acquire.Attempt
+		case backend.OpRelease: // the attempt is over (one handed a slot by notice acquires no more)
+			key, attempt = calls[i].Release.Key, calls[i].Release.Attempt
+		default:
 			continue
 		}
-		if calls[i].Err == nil && !calls[i].Grant.Acquired {
-			c.busy[calls[i].Acquire.Key] = false
-		} else {
-			delete(c.busy, calls[i].Acquire.Key)
+		if calls[i].Op == backend.OpAcquire && calls[i].Err == nil && !calls[i].Grant.Acquired {
+			if c.busy[key] == nil {
+				c.busy[key] = map[string]bool{}
+			}
+			c.busy[key][attempt] = false
+		} else if m := c.busy[key]; m != nil {
+			delete(m, attempt)
+			if len(m) == 0 {
+				delete(c.busy, key)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -65,8 +78,8 @@ func (c *counter) call(ctx context.Context, calls []backend.Call, next func(cont
 func (c *counter) notify(key string, next func(string)) {
 	c.st.notifications.Add(1)
 	c.mu.Lock()
-	if _, ok := c.busy[key]; ok {
-		c.busy[key] = true
+	for attempt := range c.busy[key] {
+		c.busy[key][attempt] = true
 	}
 	c.mu.Unlock()
 	next(key)

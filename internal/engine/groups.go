@@ -13,6 +13,13 @@ import (
 // A release or hand-off notice names the store key: groups finds the actors
 // of that key's holdings, so that each gets it (an actor ignores a notice
 // that is not for its own attempt, as any stale notice).
+//
+// Each Acquire has an actor of its own, which stays until the sweep retires
+// it, so a busy key has many actors whose holding has ended. A notice skips
+// those that are idle (nothing held, nobody waiting, every command routed to
+// them handled): they would ignore it, and routing it would count a command,
+// which keeps the sweep from ever retiring them while the key is busy, so
+// that every notice would go to every holding the key had since.
 
 // RouteKey is the route key of one holding of key under a limit above 1;
 // id must be unique among the Manager's holdings of key.
@@ -67,9 +74,14 @@ func (g *groups) remove(e *entry) {
 	g.mu.Unlock()
 }
 
-// routes lists the route keys of key's grouped entries. The caller routes
-// to each afterwards (never under g.mu: routing takes shard locks, which are
-// taken before g.mu).
+// routes lists the route keys of key's grouped entries that are not idle.
+// The caller routes to each afterwards (never under g.mu: routing takes
+// shard locks, which are taken before g.mu).
+//
+// An entry skipped was idle when its sent count was read (idleAt, read
+// first, never decreases and never passes sent): a command routed to it
+// later is handled after the notice's change in the store, so the actor
+// learns of that change by its own call.
 func (g *groups) routes(key string) []string {
 	if g.n.Load() == 0 {
 		return nil
@@ -80,8 +92,11 @@ func (g *groups) routes(key string) []string {
 	if len(set) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(set))
+	var out []string
 	for e := range set {
+		if e.idleAt.Load() == e.sent.Load() {
+			continue
+		}
 		out = append(out, e.key)
 	}
 	return out

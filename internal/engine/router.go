@@ -54,10 +54,11 @@ type entry struct {
 	store   string
 	grouped bool
 	pid     *actor.PID
-	// sent counts the commands routed to the actor (under the shard lock);
-	// mark is the sent count at the sweep that first found it idle, plus
-	// one (0: not seen idle).
-	sent, mark uint64
+	// sent counts the commands routed to the actor (changed under the shard
+	// lock; groups.routes reads it without); mark is the sent count at the
+	// sweep that first found it idle, plus one (0: not seen idle).
+	sent atomic.Uint64
+	mark uint64
 	// idleAt is written by the actor when it has nothing to do: the number
 	// of commands it had handled then. It equals sent only when it is idle
 	// with every command routed to it handled.
@@ -99,7 +100,7 @@ func (r *router) route(key string, spawn bool) *actor.PID {
 			r.groups.add(e)
 		}
 	}
-	e.sent++
+	e.sent.Add(1)
 	pid := e.pid
 	s.mu.Unlock()
 	return pid
@@ -115,16 +116,16 @@ func (r *router) sweep() []*actor.PID {
 		s.mu.Lock()
 		for key, e := range s.m {
 			switch {
-			case e.idleAt.Load() != e.sent:
+			case e.idleAt.Load() != e.sent.Load():
 				e.mark = 0
-			case e.mark == e.sent+1: // idle for a whole sweep period
+			case e.mark == e.sent.Load()+1: // idle for a whole sweep period
 				delete(s.m, key)
 				if e.grouped {
 					r.groups.remove(e)
 				}
 				retired = append(retired, e.pid)
 			default:
-				e.mark = e.sent + 1
+				e.mark = e.sent.Load() + 1
 			}
 		}
 		if len(s.m) == 0 {
@@ -157,7 +158,7 @@ func (r *router) all(count bool) []*actor.PID {
 		s.mu.Lock()
 		for _, e := range s.m {
 			if count {
-				e.sent++
+				e.sent.Add(1)
 			}
 			out = append(out, e.pid)
 		}
