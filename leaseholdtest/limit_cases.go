@@ -262,11 +262,13 @@ func (s *suite) lEachIsALease(t *testing.T) {
 func (s *suite) lFIFO(t *testing.T) {
 	const n = 2
 	p := s.limitPair(t, n, true)
-	// Long pickup windows (the leases' TTL is 30 s): where the store sends
-	// notices, the waiters take the slot from the notice alone, which must
-	// reach the actor of each one's own holding.
+	// Long pickup windows: where the store sends notices, the waiters take
+	// the slot from the notice alone, which must reach the actor of each
+	// one's own holding. A queued waiter polls no sooner than half its
+	// window, so with a minute no poll can take a hand-off first, however
+	// slowly the machine runs the test.
 	meter, withMeter := newHandOffMeter(t)
-	window := leasehold.WithPickupWindow(7 * time.Second)
+	window := leasehold.WithPickupWindow(time.Minute)
 	m1, m3 := p.manager(t, "o1"), p.manager(t, "o3", window)
 	m2 := p.manager(t, "o2", withMeter, window)
 	lim := leasehold.WithLimit(n)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	"go.uber.org/goleak"
 )
 
@@ -15,16 +16,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // one fails rather than hangs.
 const patience = 30 * time.Second
 
+// await waits for a value on ch, for at most patience.
 func await[T any](t testing.TB, what string, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(patience):
-		t.Fatalf("%s did not happen within %v", what, patience)
-		var zero T
-		return zero
-	}
+	return poll.Receive(t, what, patience, ch)
 }
 
 // fleetItems are the n items of a group (the fleet tests, on memory and on

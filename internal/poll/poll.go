@@ -1,10 +1,8 @@
-// Package poll is the tests' one way to wait for state that sends no signal
-// (who owns what across partition members, a server that is still starting,
-// a store's listener count): it checks a condition until it holds, and fails
-// the test, rather than hang, when it does not hold in time.
-//
-// Anything that does send a signal (a channel, a callback, a lease's Lost)
-// is awaited on that signal instead.
+// Package poll is the tests' bounded waits. Until checks a condition for
+// state that sends no signal (who owns what across partition members, a
+// server that is still starting, a store's listener count) until it holds;
+// Receive waits for a signal that is a channel. Either fails the test, rather
+// than hang, when its wait runs out.
 package poll
 
 import (
@@ -29,4 +27,18 @@ func Until(tb testing.TB, what string, within time.Duration, cond func() bool) t
 		time.Sleep(every)
 	}
 	return time.Since(start)
+}
+
+// Receive waits for a value on ch and returns it; it fails tb, naming what,
+// when none comes within within.
+func Receive[T any](tb testing.TB, what string, within time.Duration, ch <-chan T) T {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		tb.Fatalf("%s did not happen within %v", what, within)
+		var zero T
+		return zero
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/memory"
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/storetests/localstore"
 )
 
@@ -48,16 +49,10 @@ func campaign(t *testing.T, m *leasehold.Manager, name string, cb election.Callb
 	return ch, cancel
 }
 
+// await waits for a value on ch, for at most patience.
 func await[T any](t *testing.T, what string, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(patience):
-		t.Fatalf("%s did not happen within %v", what, patience)
-		var zero T
-		return zero
-	}
+	return poll.Receive(t, what, patience, ch)
 }
 
 // gate is a channel the test opens once; open may be called again.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold"
@@ -404,16 +405,10 @@ func (r *records) await(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// await waits for a value on ch, for at most patience.
 func await[T any](t *testing.T, what string, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(patience):
-		t.Fatalf("%s did not happen within %v", what, patience)
-		var zero T
-		return zero
-	}
+	return poll.Receive(t, what, patience, ch)
 }
 
 // kid is a child process: read is closed when its stdout has ended, waited
