@@ -45,8 +45,13 @@ type scaleResult struct {
 	RenewalsPerSec   float64 `json:"renewals_per_s"`
 	RoundTripsPerSec float64 `json:"round_trips_per_s"`
 	CPUCores         float64 `json:"cpu_cores"` // process CPU seconds per second of the hold phase
-	HeapPerLease     float64 `json:"heap_bytes_per_lease"`
-	Losses           int     `json:"losses"`
+	// HeapPerLease is the heap growth while acquiring, divided by the
+	// leases; SetupHeap is what the client and (for leasehold) the Manager
+	// cost before the first acquire, counted apart since it does not grow
+	// with the leases.
+	HeapPerLease float64 `json:"heap_bytes_per_lease"`
+	SetupHeap    float64 `json:"setup_heap_bytes"`
+	Losses       int     `json:"losses"`
 	// LossCauses counts losses by reason and error (leasehold only).
 	LossCauses map[string]int `json:"loss_causes,omitempty"`
 }
@@ -116,7 +121,7 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 	defer cleanup()
 
 	var counts lockStats
-	heap0 := scaleHeap()
+	setup0 := scaleHeap()
 	m, err := leasehold.New(wrapCounting(raw, &counts), leasehold.WithKeyPrefix(prefix))
 	if err != nil {
 		return res, err
@@ -124,6 +129,8 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 	defer m.Close(context.Background())
 	sub := m.Subscribe(c.Leases)
 	defer sub.Close()
+	heap0 := scaleHeap()
+	res.SetupHeap = float64(int64(heap0) - int64(setup0))
 
 	start := time.Now()
 	leases := make([]*leasehold.Lease, c.Leases)
@@ -170,10 +177,12 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress func(string)) (scaleResult, error) {
 	res := scaleResult{System: lockRedislock, Backend: c.Backend, Leases: c.Leases}
 	var roundTrips, refreshes, losses atomic.Int64
-	heap0 := scaleHeap()
+	setup0 := scaleHeap()
 	client := redisClient(runConfig{RedisAddr: c.RedisAddr, Goroutines: 64})
 	defer client.Close()
 	locker := redislock.New(client)
+	heap0 := scaleHeap()
+	res.SetupHeap = float64(int64(heap0) - int64(setup0))
 	start := time.Now()
 	locks := make([]*redislock.Lock, c.Leases)
 	err := scaleParallel(ctx, c.Leases, scaleAcquirers, func(i int) error {

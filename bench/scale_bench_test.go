@@ -55,6 +55,7 @@ func benchScale(b *testing.B, c scaleConfig) {
 			b.ReportMetric(r.RoundTripsPerSec, p+"round-trips/s")
 			b.ReportMetric(r.CPUCores*100, p+"cpu-%")
 			b.ReportMetric(r.HeapPerLease, p+"heap-B/lease")
+			b.ReportMetric(r.SetupHeap, p+"setup-heap-B")
 			b.ReportMetric(float64(r.Losses), p+"losses")
 		}
 	}
