@@ -47,7 +47,9 @@ type Info struct {
 	MinTTL  time.Duration
 	// MaxLimit is the largest AcquireRequest.Limit the store grants (at
 	// most backend.MaxLimit; 0 or 1: exclusive holdings only). The engine
-	// refuses a larger limit before any call (the rules: limit.go).
+	// refuses a larger limit before any call, and so does the store itself
+	// (Info.CheckLimit), for a caller that is not the engine (the rules:
+	// limit.go).
 	MaxLimit int
 }
 

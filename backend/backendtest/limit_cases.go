@@ -15,6 +15,7 @@ func (s *suite) limitCases() []testCase {
 	return []testCase{
 		{"LimitOneIsTheExclusiveLease", s.lExclusive},
 		{"BadLimitIsInvalidRequest", s.lBadLimit},
+		{"LimitAboveTheStoresIsRefused", s.lAboveMax},
 		{"AtMostNHoldersTokensIncrease", s.lAtMostN},
 		{"SameAttemptRefreshesItsSlot", s.lRetry},
 		{"ReleaseHandsTheSlotOnInArrivalOrder", s.lFIFO},
@@ -133,6 +134,26 @@ func (s *suite) lBadLimit(t *testing.T) {
 	}
 	if hs := holders(t, b, k); len(hs) != 0 {
 		t.Errorf("Holders after refused acquires = %+v, want none", hs)
+	}
+	mustGrant(t, b, k, "o2", time.Minute)
+}
+
+// A store refuses a limit above its own Info.MaxLimit, rather than grant a
+// holding that other callers could not tell from an exclusive one: the error
+// wraps ErrInvalidRequest and errors.ErrUnsupported, and nothing changes.
+func (s *suite) lAboveMax(t *testing.T) {
+	b, k := s.newBackend(t), uniq(t)
+	info := b.Info()
+	n := max(info.MaxLimit, 1) + 1
+	if n > backend.MaxLimit {
+		t.Skipf("%s grants every limit up to backend.MaxLimit", info.Name)
+	}
+	_, err := b.Acquire(ctxT(t), backend.AcquireRequest{Key: k, Owner: "o1", Attempt: newAttempt(), TTL: time.Minute, Limit: n})
+	if !errors.Is(err, backend.ErrInvalidRequest) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Acquire with limit %d on a store of MaxLimit %d: %v, want ErrInvalidRequest and errors.ErrUnsupported", n, info.MaxLimit, err)
+	}
+	if hs := holders(t, b, k); len(hs) != 0 {
+		t.Errorf("Holders after the refused acquire = %+v, want none", hs)
 	}
 	mustGrant(t, b, k, "o2", time.Minute)
 }

@@ -130,6 +130,9 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
 	}
+	if err := b.Info().CheckLimit(r.Limit); err != nil {
+		return backend.Grant{}, fmt.Errorf("etcd: acquire %q: %w", r.Key, err)
+	}
 	secs, err := b.ttlSeconds(r.TTL)
 	if err != nil {
 		return backend.Grant{}, err
