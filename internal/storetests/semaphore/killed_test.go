@@ -747,7 +747,7 @@ func startChild(t *testing.T, r *records, name string, proc int, md mode) *kid {
 func TestSemaphoreChild(t *testing.T) {
 	name := os.Getenv(childName)
 	if name == "" {
-		t.Skip("a child process of TestSemaphoreAcrossKilledProcess")
+		t.Skip("a child process of TestSemaphoreAcrossKilledProcess and TestSemaphoreHandOffAcrossKilledProcess")
 	}
 	md, ok := modeNamed(os.Getenv(childMode))
 	if !ok {
