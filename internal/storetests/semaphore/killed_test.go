@@ -62,10 +62,9 @@ type mode struct {
 	pickup time.Duration // the children's pickup window (wait only)
 	// takeover: the survivors must hold all slots at once after the kill.
 	// Not asked of waiting children: a slot the victim's holdings free by
-	// expiry goes only to a poll of one of the first queued waiters, whose
-	// turn each hand-off of another slot restarts; when hand-offs serve
-	// every waiter before its next poll, that slot stays free (the store's
-	// liveness, not its safety, which is checked either way).
+	// expiry can stay unused for the rest of the run while the other slots
+	// are handed on (docs/semaphores.md, "Not done yet"); that is the
+	// store's liveness, and its safety is checked either way.
 	takeover bool
 }
 
