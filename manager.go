@@ -126,11 +126,14 @@ func (m *Manager) BackendInfo() backend.Info { return m.b.Info() }
 // WithoutAutoRenew is given.
 func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (l *Lease, err error) {
 	start := time.Now()
-	defer func() { m.engine.AcquireDone(ctx, time.Since(start), err) }()
-	return m.acquire(ctx, name, opts...)
+	var shared bool
+	defer func() { m.engine.AcquireDone(ctx, time.Since(start), err, shared) }()
+	return m.acquire(ctx, name, &shared, opts...)
 }
 
-func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+// acquire is Acquire; it sets *shared once the options ask for a limit
+// above 1, for the acquire duration metric.
+func (m *Manager) acquire(ctx context.Context, name string, shared *bool, opts ...AcquireOption) (*Lease, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -138,6 +141,7 @@ func (m *Manager) acquire(ctx context.Context, name string, opts ...AcquireOptio
 	if err != nil {
 		return nil, err
 	}
+	*shared = c.limit > 1
 	if err := m.info.CheckTTL(c.ttl); err != nil {
 		return nil, fmt.Errorf("%w: acquire %q: %w", ErrInvalidOption, name, err)
 	}

@@ -12,16 +12,20 @@ import (
 //
 // The instruments (meter "github.com/leasehold/leasehold"):
 //
-//	leasehold.acquire.duration  histogram, s   leasehold.outcome = acquired | not_acquired | canceled | error
-//	leasehold.leases.held       up-down counter
-//	leasehold.renewals          counter        leasehold.outcome = ok | failed
-//	leasehold.losses            counter        leasehold.reason = expired | rejected
-//	leasehold.backend.calls     counter        leasehold.operation = acquire | renew | release | renew_batch,
-//	leasehold.backend.duration  histogram, s     leasehold.outcome = ok | not_held | error
+//	leasehold.acquire.duration  histogram, s     leasehold.outcome = acquired | not_acquired | canceled | error,
+//	                                               leasehold.shared = true | false
+//	leasehold.leases.held       up-down counter  leasehold.shared = true | false
+//	leasehold.renewals          counter          leasehold.outcome = ok | failed
+//	leasehold.losses            counter          leasehold.reason = expired | rejected
+//	leasehold.handoffs          counter          leasehold.handoff.via = notice | poll
+//	leasehold.backend.calls     counter          leasehold.operation = acquire | renew | release | renew_batch,
+//	leasehold.backend.duration  histogram, s       leasehold.outcome = ok | not_held | error
 //
-// No instrument carries the lease name: names are unbounded, and a time
-// series per name would grow without limit. Use Manager.Held and
-// Manager.Inspect for per-name questions.
+// leasehold.shared is true for a holding under WithLimit(n > 1), and for
+// an Acquire that asks for one: semaphore holdings apart from exclusive
+// leases. No instrument carries the lease name: names are unbounded, and a
+// time series per name would grow without limit. Use Manager.Held,
+// Manager.Holders and Manager.Inspect for per-name questions.
 func WithMeterProvider(p metric.MeterProvider) Option {
 	return func(c *managerConfig) {
 		if p == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/backendtest"
 	"github.com/leasehold/leasehold/backend/memory"
+	"github.com/leasehold/leasehold/internal/poll"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -102,9 +103,10 @@ func TestMetrics(t *testing.T) {
 	got := collect(t, reader)
 	want := map[string]map[string]float64{
 		"leasehold.acquire.duration": {
-			"leasehold.outcome=acquired": 2, "leasehold.outcome=not_acquired": 1, "leasehold.outcome=canceled": 1,
+			"leasehold.outcome=acquired,leasehold.shared=false": 2, "leasehold.outcome=not_acquired,leasehold.shared=false": 1,
+			"leasehold.outcome=canceled,leasehold.shared=false": 1,
 		},
-		"leasehold.leases.held": {"": 0},
+		"leasehold.leases.held": {"leasehold.shared=false": 0},
 		"leasehold.losses":      {"leasehold.reason=expired": 1},
 	}
 	for name, pts := range want {
@@ -133,6 +135,86 @@ func TestMetrics(t *testing.T) {
 					t.Errorf("%s carries a lease name: %s", name, attrs)
 				}
 			}
+		}
+	}
+}
+
+// TestMetricsSharedHoldings: holdings under a limit above 1 are counted
+// apart from exclusive ones, by leasehold.shared (never by name), in the held
+// count, which drops back as they are released or lost, and in the acquire
+// durations.
+func TestMetricsSharedHoldings(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	f, b := backendtest.Wrap(memory.New())
+	m, err := leasehold.New(b, leasehold.WithOwner("o1"), leasehold.WithMeterProvider(provider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	ctx := context.Background()
+	const exclusive, shared = "leasehold.shared=false", "leasehold.shared=true"
+	held := func(want map[string]float64) {
+		t.Helper()
+		got := collect(t, reader)["leasehold.leases.held"]
+		for attrs, v := range want {
+			if got[attrs] != v {
+				t.Errorf("leases.held{%s} = %v, want %v (all: %v)", attrs, got[attrs], v, got)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("leases.held = %v, want only %v", got, want)
+		}
+	}
+
+	solo, err := m.Acquire(ctx, "solo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem := []leasehold.AcquireOption{leasehold.WithLimit(2), leasehold.WithTTL(100 * time.Millisecond)}
+	kept, err := m.Acquire(ctx, "sem", sem...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := m.Acquire(ctx, "sem", sem...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, "sem", sem...); !errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Fatalf("a third holding of a name of limit 2: %v", err)
+	}
+	held(map[string]float64{exclusive: 1, shared: 2})
+
+	if err := kept.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held(map[string]float64{exclusive: 1, shared: 1})
+
+	losses := m.Subscribe(1)
+	defer losses.Close()
+	f.FailRenew.Store(true)
+	if err := doomed.Renew(ctx, 0); err == nil {
+		t.Fatal("Renew succeeded on a failing backend")
+	}
+	// The loss event: it is published after the engine counted the loss.
+	if ev := poll.Receive(t, "the loss event", 10*time.Second, losses.Events()); ev.Token != doomed.Token() {
+		t.Fatalf("lost token %d, want %d", ev.Token, doomed.Token())
+	}
+	f.FailRenew.Store(false)
+	held(map[string]float64{exclusive: 1, shared: 0})
+	if err := solo.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held(map[string]float64{exclusive: 0, shared: 0})
+
+	got := collect(t, reader)["leasehold.acquire.duration"]
+	for attrs, v := range map[string]float64{
+		"leasehold.outcome=acquired," + exclusive: 1, "leasehold.outcome=acquired," + shared: 2,
+		"leasehold.outcome=not_acquired," + shared: 1,
+	} {
+		if got[attrs] != v {
+			t.Errorf("acquire.duration{%s} = %v, want %v (all: %v)", attrs, got[attrs], v, got)
 		}
 	}
 }

@@ -49,7 +49,7 @@ func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, 
 	a.state = held
 	h.Confirm(a.cur.deadline, a.now, m.TTL, m.RenewEvery)
 	a.entry.SetHolding(h)
-	a.cfg.Metrics.HeldDelta(1)
+	a.cfg.Metrics.HeldDelta(1, h.Limit > 1)
 	switch {
 	case handOff:
 		// Renew to the TTL by half of what is left of the window.
@@ -260,7 +260,7 @@ func (a *leaseActor) end(err error, lost bool) {
 	a.clock.Disarm(a.holdA)
 	c.h.End(err, lost)
 	a.entry.ClearHolding(c.h)
-	a.cfg.Metrics.HeldDelta(-1)
+	a.cfg.Metrics.HeldDelta(-1, c.h.Limit > 1)
 	sendAll(c.renewReplies, err)
 	for _, m := range c.queued {
 		m.Reply <- err

@@ -121,9 +121,10 @@ func (e *Engine) Holdings() []*messages.Holding { return e.e.Holdings() }
 func (e *Engine) LastFailure() *CallFailure { return e.cfg.LastFailure() }
 
 // AcquireDone records one acquire of the public API that took took and
-// ended with err (nil: acquired), in the acquire duration metric.
-func (e *Engine) AcquireDone(ctx context.Context, took time.Duration, err error) {
-	e.cfg.Metrics.Acquired(ctx, took, acquireOutcome(err))
+// ended with err (nil: acquired), in the acquire duration metric; shared:
+// it asked for a limit above 1.
+func (e *Engine) AcquireDone(ctx context.Context, took time.Duration, err error, shared bool) {
+	e.cfg.Metrics.Acquired(ctx, took, acquireOutcome(err), shared)
 }
 
 // acquireOutcome names err for the acquire duration metric.

@@ -15,7 +15,10 @@ import (
 // carries the lease name: names are unbounded, and a metric per name would
 // grow without limit in every backend the application exports to.
 //
-// Every attribute set is made once here, not per measurement.
+// Every attribute set is made once here, not per measurement. The held
+// count and the acquire durations say whether a holding is shared (a limit
+// above 1): a bounded attribute, which tells semaphore holdings from
+// exclusive leases without naming any.
 type Metrics struct {
 	acquireDuration metric.Float64Histogram
 	held            metric.Int64UpDownCounter
@@ -27,13 +30,13 @@ type Metrics struct {
 
 	// Option slices, not single options: a variadic call with a slice
 	// passed as is allocates nothing, one with a list of options does.
-	acquireOutcome map[string][]metric.RecordOption
+	acquireOutcome [2]map[string][]metric.RecordOption // by shared (1) or not (0), then outcome
+	heldAdd        [2][]metric.AddOption               // by shared (1) or not (0)
 	renewOK        []metric.AddOption
 	renewFailed    []metric.AddOption
 	lossReason     map[lease.Reason][]metric.AddOption
 	callAdd        map[[2]string][]metric.AddOption
 	callRecord     map[[2]string][]metric.RecordOption
-	inc            []metric.AddOption // none
 	viaNotice      []metric.AddOption
 	viaPoll        []metric.AddOption
 }
@@ -63,17 +66,17 @@ var secondsBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	meter := p.Meter("github.com/leasehold/leasehold")
 	m := &Metrics{
-		acquireOutcome: map[string][]metric.RecordOption{},
+		acquireOutcome: [2]map[string][]metric.RecordOption{{}, {}},
 		lossReason:     map[lease.Reason][]metric.AddOption{},
 		callAdd:        map[[2]string][]metric.AddOption{},
 		callRecord:     map[[2]string][]metric.RecordOption{},
 	}
 	var errs [7]error
 	m.acquireDuration, errs[0] = meter.Float64Histogram("leasehold.acquire.duration",
-		metric.WithUnit("s"), metric.WithDescription("Time Acquire took, waiting included, by outcome."),
+		metric.WithUnit("s"), metric.WithDescription("Time Acquire took, waiting included, by outcome and by whether it asked for a shared holding (a limit above 1)."),
 		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	m.held, errs[1] = meter.Int64UpDownCounter("leasehold.leases.held",
-		metric.WithDescription("Leases this Manager holds now."))
+		metric.WithDescription("Leases this Manager holds now, by whether they are shared (held under a limit above 1)."))
 	m.renewals, errs[2] = meter.Int64Counter("leasehold.renewals",
 		metric.WithDescription("Renewals answered, by outcome (failed: not confirmed or rejected)."))
 	m.losses, errs[3] = meter.Int64Counter("leasehold.losses",
@@ -92,8 +95,11 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 		return metric.WithAttributeSet(attribute.NewSet(kv...))
 	}
 	outcome := func(v string) attribute.KeyValue { return attribute.String("leasehold.outcome", v) }
-	for _, o := range []string{OutcomeAcquired, OutcomeNotAcquired, OutcomeCanceled, OutcomeError} {
-		m.acquireOutcome[o] = []metric.RecordOption{set(outcome(o))}
+	for s, shared := range []attribute.KeyValue{attribute.Bool(SharedAttr, false), attribute.Bool(SharedAttr, true)} {
+		for _, o := range []string{OutcomeAcquired, OutcomeNotAcquired, OutcomeCanceled, OutcomeError} {
+			m.acquireOutcome[s][o] = []metric.RecordOption{set(outcome(o), shared)}
+		}
+		m.heldAdd[s] = []metric.AddOption{set(shared)}
 	}
 	via := func(v string) []metric.AddOption {
 		return []metric.AddOption{set(attribute.String("leasehold.handoff.via", v))}
@@ -112,21 +118,34 @@ func NewMetrics(p metric.MeterProvider) (*Metrics, error) {
 	return m, nil
 }
 
-// Acquired records one Acquire call of the public API.
-func (m *Metrics) Acquired(ctx context.Context, took time.Duration, outcome string) {
+// SharedAttr is the attribute of leasehold.leases.held and
+// leasehold.acquire.duration that says whether a holding is (or an Acquire
+// asked for) one under a limit above 1.
+const SharedAttr = "leasehold.shared"
+
+func sharedIndex(shared bool) int {
+	if shared {
+		return 1
+	}
+	return 0
+}
+
+// Acquired records one Acquire call of the public API; shared: it asked for
+// a limit above 1.
+func (m *Metrics) Acquired(ctx context.Context, took time.Duration, outcome string, shared bool) {
 	if m != nil {
 		// Without the caller's cancellation: the SDK drops a measurement
 		// whose context has ended, and "canceled" is one of the outcomes.
 		if ctx.Err() != nil {
 			ctx = context.WithoutCancel(ctx)
 		}
-		m.acquireDuration.Record(ctx, took.Seconds(), m.acquireOutcome[outcome]...)
+		m.acquireDuration.Record(ctx, took.Seconds(), m.acquireOutcome[sharedIndex(shared)][outcome]...)
 	}
 }
 
-func (m *Metrics) heldDelta(d int64) {
+func (m *Metrics) heldDelta(d int64, shared bool) {
 	if m != nil {
-		m.held.Add(context.Background(), d, m.inc...)
+		m.held.Add(context.Background(), d, m.heldAdd[sharedIndex(shared)]...)
 	}
 }
 

@@ -101,11 +101,12 @@ func (c *Config) NewAttempt() string { return c.newAttempt() }
 // Address is where the store sends this Manager's hand-off notices.
 func (c *Config) Address() string { return c.address() }
 
-// HeldDelta, Renewed, Lost and HandedOff record what a lease actor did.
-func (m *Metrics) HeldDelta(d int64)        { m.heldDelta(d) }
-func (m *Metrics) Renewed(ok bool)          { m.renewed(ok) }
-func (m *Metrics) Lost(reason lease.Reason) { m.lost(reason) }
-func (m *Metrics) HandedOff(byNotice bool)  { m.handedOff(byNotice) }
+// HeldDelta, Renewed, Lost and HandedOff record what a lease actor did
+// (HeldDelta's shared: the holding is under a limit above 1).
+func (m *Metrics) HeldDelta(d int64, shared bool) { m.heldDelta(d, shared) }
+func (m *Metrics) Renewed(ok bool)                { m.renewed(ok) }
+func (m *Metrics) Lost(reason lease.Reason)       { m.lost(reason) }
+func (m *Metrics) HandedOff(byNotice bool)        { m.handedOff(byNotice) }
 
 // Perform makes the backend call m right here (an Inline backend's call,
 // made by the lease actor itself) and returns its result.

@@ -1,6 +1,7 @@
 package semaphore_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func checkedRun() ([]holding, int64) {
 // The checker finds each kind of fault it is there for.
 func TestCheckerFindsFaults(t *testing.T) {
 	hs, killed := checkedRun()
-	if res := check(hs, killed); len(res.problems) > 0 {
+	if res := check(hs, killed, true); len(res.problems) > 0 {
 		t.Fatalf("a good run: %v", res.problems)
 	}
 	n := len(hs)
@@ -65,7 +66,66 @@ func TestCheckerFindsFaults(t *testing.T) {
 		{"too few grants", "fewer than", func(hs []holding) []holding { return hs[minGrants/2:] }},
 	} {
 		hs, killed := checkedRun()
-		res := check(c.spoil(hs), killed)
+		res := check(c.spoil(hs), killed, true)
+		found := false
+		for _, p := range res.problems {
+			found = found || strings.Contains(p, c.want)
+		}
+		if !found {
+			t.Errorf("%s: no problem saying %q in %q", c.name, c.want, res.problems)
+		}
+	}
+}
+
+// handedRun is a run whose survivors' grants were all hand-offs, each by a
+// release of another process (checkedRun's, each process releasing well
+// before its next grant), and the samples of the token counter that bound
+// each one's issue within its grantee's wait.
+func handedRun() ([]holding, map[uint64]int, []tokenSample) {
+	hs, _ := checkedRun()
+	us := int64(time.Microsecond)
+	handedTo := map[uint64]int{}
+	var samples []tokenSample
+	for i := range hs {
+		h := &hs[i]
+		if h.ended != 0 {
+			h.how, h.released = "released", h.ended+500*us
+		}
+		if h.proc != victim {
+			handedTo[h.token] = h.proc
+		}
+		samples = append(samples,
+			tokenSample{sent: h.granted - 600*us, got: h.granted - 500*us, token: h.token - 1},
+			tokenSample{sent: h.granted - 100*us, got: h.granted - 50*us, token: h.token})
+	}
+	return hs, handedTo, samples
+}
+
+// The hand-off checker finds each kind of fault it is there for.
+func TestHandOffCheckFindsFaults(t *testing.T) {
+	hs, handedTo, samples := handedRun()
+	if res := checkHandOffs(hs, handedTo, samples, 1, math.MaxInt64); len(res.problems) > 0 {
+		t.Fatalf("a good run: %v", res.problems)
+	}
+	for _, c := range []struct {
+		name, want string
+		notices    int64
+		spoil      func(hs []holding, handedTo map[uint64]int)
+	}{
+		{"no hand-offs", "grants by hand-off", 1, func(_ []holding, handedTo map[uint64]int) { clear(handedTo) }},
+		{"a hand-off to another process", "handed off to process", 1, func(hs []holding, handedTo map[uint64]int) {
+			handedTo[hs[7].token] = hs[7].proc%(procs-1) + 1
+		}},
+		{"every hand-off within a release of the grantee's process", "across processes", 1, func(hs []holding, _ map[uint64]int) {
+			for i := range hs {
+				hs[i].released += int64(5 * time.Millisecond)
+			}
+		}},
+		{"no grant by notice", "notice", 0, func([]holding, map[uint64]int) {}},
+	} {
+		hs, handedTo, samples := handedRun()
+		c.spoil(hs, handedTo)
+		res := checkHandOffs(hs, handedTo, samples, c.notices, math.MaxInt64)
 		found := false
 		for _, p := range res.problems {
 			found = found || strings.Contains(p, c.want)
