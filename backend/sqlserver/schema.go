@@ -37,8 +37,10 @@ const attemptColumn = `NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CON
 
 // ddlStatements returns the statements that create the schema, sequence,
 // table and index when they are missing, add the AttemptId column to a
-// table made by an earlier version, and create the waiter queue's table and
-// index when they are missing. Each is its own batch. CREATE SCHEMA must
+// table made by an earlier version, create the waiter queue's table and
+// index when they are missing, and add what names with several holders
+// need (shared.go): the HolderLimit columns, the holds table and its index,
+// and the keep trigger. Each is its own batch. CREATE SCHEMA must
 // be alone in its batch, hence sp_executesql.
 func ddlStatements(n objectNames) []string {
 	createSchema := "CREATE SCHEMA " + n.schemaQ
@@ -199,9 +201,10 @@ func CreateScript(schema, table string) string {
 	return b.String()
 }
 
-// EnsureSchema creates the schema, sequence, table and index of a lease table
-// and its waiter queue's table and index when they are missing, adds the
-// AttemptId column to a table made by an earlier version, and checks that
+// EnsureSchema creates the schema, sequence, table and index of a lease table,
+// its waiter queue's and its holds table with their indexes, and the keep
+// trigger when they are missing, adds the AttemptId and HolderLimit columns
+// to tables made by an earlier version, and checks that
 // the tables and sequence are what this backend needs (ErrSchemaMismatch
 // otherwise, for example when an object with the sequence's name is not a
 // sequence). It first refuses a database with
@@ -209,8 +212,9 @@ func CreateScript(schema, table string) string {
 // idempotent and safe when several instances run it at once: an "already
 // exists" error from a concurrent creator counts as success. It needs CREATE
 // SCHEMA (when the schema is missing), CREATE SEQUENCE, CREATE TABLE and
-// ALTER on the table (for the upgrade); the backend itself needs only SELECT,
-// INSERT, UPDATE, DELETE on the two tables and UPDATE on the sequence.
+// ALTER on the table (for the upgrade and the keep trigger); the backend
+// itself needs only SELECT, INSERT, UPDATE, DELETE on the three tables and
+// UPDATE on the sequence.
 func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if db == nil {
 		return errors.New("sqlserver: EnsureSchema: nil *sql.DB")
