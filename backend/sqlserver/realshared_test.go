@@ -195,8 +195,8 @@ func TestRealServerPreviousVersionNeverGrantsASharedName(t *testing.T) {
 			err = rows.Err()
 			rows.Close()
 		}
-		if err == nil {
-			t.Errorf("previous revoke of token %d succeeded; want the keep trigger's error", token)
+		if !hasErrorNumber(err, 50102) {
+			t.Errorf("previous revoke of token %d = %v; want the keep trigger's error 50102", token, err)
 		}
 	}
 	hs, err := b.Holders(ctx, key)
@@ -211,8 +211,9 @@ func TestRealServerPreviousVersionNeverGrantsASharedName(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if outcome, holder := previousAcquire(t, ctx, b, prev, sharedReq(key, "old", 1)); outcome != outcomeTakeover || holder != "old" {
-		t.Fatalf("previous acquire of the free name = outcome %d, holder %q; want taken over", outcome, holder)
+	// Its sweep may have deleted the expired record first: then it inserts.
+	if outcome, holder := previousAcquire(t, ctx, b, prev, sharedReq(key, "old", 1)); (outcome != outcomeTakeover && outcome != outcomeInserted) || holder != "old" {
+		t.Fatalf("previous acquire of the free name = outcome %d, holder %q; want granted", outcome, holder)
 	}
 	if g, err := b.Acquire(ctx, sharedReq(key, "c", 2)); err != nil || g.Acquired || g.HeldLimit != 1 || g.Holder != "old" {
 		t.Fatalf("shared acquire over the previous version's holding = %+v, %v", g, err)
