@@ -187,7 +187,17 @@ func TestRealServerPreviousVersionNeverGrantsASharedName(t *testing.T) {
 			t.Errorf("previous release of %s's holding = %d, %v; want nothing released", g.who, released, err)
 		}
 	}
-	for _, token := range []int64{0, int64(g2.Token)} {
+	// The first revoke finds no waiter and would delete the record; the
+	// second, after a waiter of the previous version queued, would hand it
+	// on by rewriting it as that waiter's holding.
+	for i, token := range []int64{0, int64(g2.Token)} {
+		if i == 1 {
+			w := sharedReq(key, "oldw", 1)
+			w.Wait, w.Queue = true, backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute}
+			if outcome, holder := previousAcquire(t, ctx, b, prev, w); outcome != outcomeBusy || holder != recordOwner {
+				t.Fatalf("previous waiting acquire = outcome %d, holder %q; want refused", outcome, holder)
+			}
+		}
 		rows, err := db.QueryContext(ctx, prev.revoke, sql.Named("name", key), sql.Named("token", token))
 		if err == nil {
 			for rows.Next() {
