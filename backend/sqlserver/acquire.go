@@ -23,6 +23,7 @@ type acquireResult struct {
 	rowVersion []byte
 	remaining  time.Duration // busy and turn: the holder's or the turn's time left, on the server's clock
 	queued     bool          // not acquired: the attempt has a queue entry after the batch
+	heldLimit  int           // outcomeLimit: the limit of the name's live holdings
 }
 
 // Acquire grants r.Key to the attempt r.Attempt of r.Owner when no live row
@@ -36,7 +37,9 @@ type acquireResult struct {
 // and a refused request with Wait and Queue.EntryTTL queues the attempt
 // (Grant.Queued). With a replica configured, a grant is reported only once
 // the replica shows it; otherwise it is released and reported as not
-// acquired (or as an error when that release failed too).
+// acquired (or as an error when that release failed too). A request with
+// Limit above 1 runs the shared acquire batch (shared.go) instead, in one
+// round trip too.
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -51,13 +54,14 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		b.logFailure(ctx, "acquire failed", err, "key", r.Key, "owner", r.Owner, "attempt", r.Attempt)
 		return backend.Grant{}, fmt.Errorf("sqlserver: acquire %q: %w", r.Key, err)
 	}
-	if res.outcome == outcomeBusy || res.outcome == outcomeTurn {
+	if res.outcome == outcomeBusy || res.outcome == outcomeTurn || res.outcome == outcomeLimit {
 		return backend.Grant{
 			Holder:          res.holder,
 			HolderToken:     uint64(res.token),
 			HolderExpiresAt: res.expiresAt,
 			HolderExpiresIn: res.remaining,
 			Queued:          res.queued,
+			HeldLimit:       res.heldLimit,
 		}, nil
 	}
 	grant := backend.Grant{Acquired: true, Token: uint64(res.token), ExpiresAt: res.expiresAt}
@@ -97,11 +101,15 @@ const duplicateRereads = 3
 var duplicateKeyErrors = []int32{2627, 2601}
 
 func (b *Backend) acquireBatch(ctx context.Context, r backend.AcquireRequest) (acquireResult, error) {
-	rows, err := b.db.QueryContext(ctx, b.q.acquire, b.acquireArgs(r)...)
+	batch, args := b.q.acquire, b.acquireArgs(r)
+	if r.Limit > 1 {
+		batch, args = b.q.acquireShared, append(args, sql.Named("limit", int64(r.Limit)))
+	}
+	rows, err := b.db.QueryContext(ctx, batch, args...)
 	if err != nil {
 		return acquireResult{}, durabilityError(err)
 	}
-	res, err := scanAcquire(rows, r.Owner)
+	res, err := scanAcquire(rows, r.Owner, max(r.Limit, 1))
 	return res, durabilityError(err)
 }
 
@@ -154,7 +162,8 @@ func (b *Backend) sweepRows() int64 {
 
 // scanAcquire reads the one result row and checks that it makes sense, so
 // that a malformed answer is reported as a fault rather than as a grant.
-func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
+// limit is the request's (1: exclusive).
+func scanAcquire(rows *sql.Rows, owner string, limit int) (acquireResult, error) {
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
@@ -168,8 +177,9 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 		token   sql.NullInt64
 		expires sql.NullTime
 		remUs   sql.NullInt64
+		held    sql.NullInt64
 	)
-	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion, &remUs, &res.queued); err != nil {
+	if err := rows.Scan(&res.outcome, &holder, &token, &expires, &res.rowVersion, &remUs, &res.queued, &held); err != nil {
 		return acquireResult{}, fmt.Errorf("sqlserver: scanning the acquire result: %w", err)
 	}
 	// Drain the result so that an error raised after the row (the batch
@@ -190,6 +200,15 @@ func scanAcquire(rows *sql.Rows, owner string) (acquireResult, error) {
 			return acquireResult{}, fmt.Errorf("sqlserver: malformed grant (outcome %d, holder %q, token %d, expiry valid %t, rowversion %d bytes, queued %t)",
 				res.outcome, res.holder, token.Int64, expires.Valid, len(res.rowVersion), res.queued)
 		}
+	case outcomeLimit:
+		// Live holdings of another limit: one of them is named, as busy.
+		if !holder.Valid || token.Int64 <= 0 || !expires.Valid || !remUs.Valid || remUs.Int64 <= 0 ||
+			!held.Valid || held.Int64 < 1 || held.Int64 > backend.MaxLimit || int(held.Int64) == limit {
+			return acquireResult{}, fmt.Errorf("sqlserver: malformed limit answer (holder valid %t, token %d, expiry valid %t, remaining valid %t, %d µs, held limit %d for limit %d)",
+				holder.Valid, token.Int64, expires.Valid, remUs.Valid, remUs.Int64, held.Int64, limit)
+		}
+		res.heldLimit = int(held.Int64)
+		res.remaining = time.Duration(min(remUs.Int64, int64(backend.MaxTTL/time.Microsecond))) * time.Microsecond
 	case outcomeBusy:
 		// The row is live (its expiry is after the clock read), so its
 		// remaining time is positive and its token was issued.

@@ -17,7 +17,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer", "RemainingUs", "Queued"}
+var acquireColumns = []string{"Outcome", "Holder", "FencingToken", "ExpiresAtUtc", "RowVer", "RemainingUs", "Queued", "HeldLimit"}
 
 // plus2 is a DATETIMEOFFSET as go-mssqldb returns it: a time in the offset
 // the server stored.
@@ -54,19 +54,19 @@ func TestAcquireOutcomes(t *testing.T) {
 		row  []driver.Value
 		want backend.Grant
 	}{
-		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv, nil, false},
+		{"inserted", []driver.Value{int64(outcomeInserted), "me", int64(41), expires, rv, nil, false, nil},
 			backend.Grant{Acquired: true, Token: 41, ExpiresAt: expires.UTC()}},
-		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv, nil, false},
+		{"taken over", []driver.Value{int64(outcomeTakeover), "me", int64(42), expires, rv, nil, false, nil},
 			backend.Grant{Acquired: true, Token: 42, ExpiresAt: expires.UTC()}},
-		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv, nil, false},
+		{"refreshed", []driver.Value{int64(outcomeRefresh), "me", int64(40), expires, rv, nil, false, nil},
 			backend.Grant{Acquired: true, Token: 40, ExpiresAt: expires.UTC()}},
 		// The holder's remaining time is the server's measure, whatever the
 		// local clock says about HolderExpiresAt (here years in the past).
-		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil, int64(29_500_001), false},
+		{"busy", []driver.Value{int64(outcomeBusy), "other", int64(39), expires, nil, int64(29_500_001), false, nil},
 			backend.Grant{Holder: "other", HolderToken: 39, HolderExpiresAt: expires.UTC(), HolderExpiresIn: 29_500_001 * time.Microsecond}},
 		// The same owner's other holding (another attempt) is a refusal too:
 		// the batch reports it as busy, and so does the backend.
-		{"busy, same owner", []driver.Value{int64(outcomeBusy), "me", int64(38), expires, nil, int64(1), false},
+		{"busy, same owner", []driver.Value{int64(outcomeBusy), "me", int64(38), expires, nil, int64(1), false, nil},
 			backend.Grant{Holder: "me", HolderToken: 38, HolderExpiresAt: expires.UTC(), HolderExpiresIn: time.Microsecond}},
 	}
 	for _, c := range cases {
@@ -96,26 +96,26 @@ func TestAcquireRejectsMalformedResults(t *testing.T) {
 	req := backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "att-1", TTL: time.Second}
 	rows := map[string]*sqlmock.Rows{
 		"no row":               sqlmock.NewRows(acquireColumns),
-		"token 0":              sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv, nil, false),
-		"negative token":       sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv, nil, false),
-		"other holder":         sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv, nil, false),
-		"short rowversion":     sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}, nil, false),
-		"no expiry":            sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv, nil, false),
-		"busy, no holder":      sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, int64(5), expires, nil, int64(10), false),
-		"busy, no token":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", nil, expires, nil, int64(10), false),
-		"busy, no remaining":   sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, nil, false),
-		"busy, expired holder": sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(0), false),
-		"unknown outcome":      sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv, nil, false),
+		"token 0":              sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(0), expires, rv, nil, false, nil),
+		"negative token":       sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(-5), expires, rv, nil, false, nil),
+		"other holder":         sqlmock.NewRows(acquireColumns).AddRow(int64(3), "you", int64(5), expires, rv, nil, false, nil),
+		"short rowversion":     sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, []byte{1}, nil, false, nil),
+		"no expiry":            sqlmock.NewRows(acquireColumns).AddRow(int64(2), "me", int64(5), nil, rv, nil, false, nil),
+		"busy, no holder":      sqlmock.NewRows(acquireColumns).AddRow(int64(0), nil, int64(5), expires, nil, int64(10), false, nil),
+		"busy, no token":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", nil, expires, nil, int64(10), false, nil),
+		"busy, no remaining":   sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, nil, false, nil),
+		"busy, expired holder": sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(0), false, nil),
+		"unknown outcome":      sqlmock.NewRows(acquireColumns).AddRow(int64(9), "me", int64(5), expires, rv, nil, false, nil),
 		// A grant with an entry left: the batch removes a granted
 		// attempt's entry, so this is not a grant it can make.
-		"grant, still queued": sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil, true),
+		"grant, still queued": sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil, true, nil),
 		// The head's turn has no holder and no token, and time left.
-		"turn with a holder":   sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), "you", nil, expires, nil, int64(10), false),
-		"turn with a token":    sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, int64(5), expires, nil, int64(10), false),
-		"turn without its end": sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, nil, nil, nil, int64(10), false),
-		"turn over":            sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, nil, expires, nil, int64(0), true),
-		"no queued flag":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(10), nil),
-		"error after row":      sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil, false).RowError(0, errors.New("boom")),
+		"turn with a holder":   sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), "you", nil, expires, nil, int64(10), false, nil),
+		"turn with a token":    sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, int64(5), expires, nil, int64(10), false, nil),
+		"turn without its end": sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, nil, nil, nil, int64(10), false, nil),
+		"turn over":            sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeTurn), nil, nil, expires, nil, int64(0), true, nil),
+		"no queued flag":       sqlmock.NewRows(acquireColumns).AddRow(int64(0), "you", int64(5), expires, nil, int64(10), nil, nil),
+		"error after row":      sqlmock.NewRows(acquireColumns).AddRow(int64(1), "me", int64(5), expires, rv, nil, false, nil).RowError(0, errors.New("boom")),
 	}
 	for name, r := range rows {
 		t.Run(name, func(t *testing.T) {
@@ -209,7 +209,7 @@ func TestHostileKeyIsAParameter(t *testing.T) {
 	b, mock := newMockBackend(t)
 	req := backend.AcquireRequest{Key: "x'; DROP TABLE lease.Leases; --", Owner: "o]'\"", Attempt: "a']--", TTL: time.Second, Metadata: "{*?[]}"}
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8), nil, false))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), req.Owner, int64(1), time.Now(), make([]byte, 8), nil, false, nil))
 	mock.ExpectQuery(b.q.release).WithArgs(sql.Named("name", req.Key), sql.Named("owner", req.Owner), sql.Named("attempt", req.Attempt), sql.Named("token", int64(1))).
 		WillReturnRows(releaseRows(1))
 	g, err := b.Acquire(context.Background(), req)
@@ -277,7 +277,7 @@ func TestAcquireDuplicateKeyIsARefusal(t *testing.T) {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(dup)
 		mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
-			WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "winner", int64(7), expires, nil, int64(1_000_000), false))
+			WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "winner", int64(7), expires, nil, int64(1_000_000), false, nil))
 		g, err := b.Acquire(context.Background(), req)
 		if err != nil || g.Acquired || g.Holder != "winner" || g.HolderToken != 7 {
 			t.Fatalf("Acquire = %+v, %v; want refused, naming the winner", g, err)

@@ -70,9 +70,10 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 }
 
 // Info reports "sqlserver", shared across processes, with a waiter queue
-// (backend/queue.go; without hand-off notices: see queue.go here).
+// (backend/queue.go; without hand-off notices: see queue.go here), granting
+// names with up to backend.MaxLimit holders (shared.go).
 func (b *Backend) Info() backend.Info {
-	return backend.Info{Name: "sqlserver", ProcessLocal: false, Queue: true}
+	return backend.Info{Name: "sqlserver", ProcessLocal: false, Queue: true, MaxLimit: backend.MaxLimit}
 }
 
 // Close ends the backend's idle I/O goroutines; a query abandoned by its

@@ -12,7 +12,10 @@
 // a second table, <table>_Queue (backend/queue.go): one row per queued
 // attempt of a name, in arrival order (an IDENTITY Position), with its owner,
 // metadata, pickup window, poll number, entry expiry and, on the head entry,
-// the start of the head's turn. CreateScript writes both; the repository's
+// the start of the head's turn. A name acquired with a limit above 1
+// (backend/limit.go) keeps its holdings in a third table, <table>_Holds, and
+// one row of the lease table as its record (shared.go); Info().MaxLimit is
+// backend.MaxLimit. CreateScript writes all three; the repository's
 // docs/backends/sqlserver.md shows them for the default names.
 //
 // Names and owners use a binary collation, so "Foo" and "foo" are different
@@ -51,7 +54,8 @@
 // Create the tables once with EnsureSchema (idempotent, safe when several
 // instances start at once; it adds AttemptId to a table made by an earlier
 // version, whose old rows then belong to no attempt and simply expire, and
-// creates the queue table an earlier version lacked) or deploy the output of
+// creates the queue table, the holds table, the HolderLimit columns and the
+// keep trigger an earlier version lacked) or deploy the output of
 // CreateScript out of band. Both refuse, and so does
 // every acquire, a database with DELAYED_DURABILITY = FORCED: its commits
 // return before they are on disk, so a crash could lose an acknowledged grant

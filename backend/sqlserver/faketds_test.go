@@ -290,7 +290,7 @@ const (
 
 // acquireAnswer encodes the acquire batch's result row as SQL Server sends
 // it: COLMETADATA for TINYINT, NVARCHAR(400), BIGINT, DATETIMEOFFSET(7),
-// BINARY(8), BIGINT, BIT, one ROW, and DONE. nil values are NULL.
+// BINARY(8), BIGINT, BIT, INT, one ROW, and DONE. nil values are NULL.
 func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Time, rowVer []byte, remainingUs *int64, queued bool) []byte {
 	var b bytes.Buffer
 	column := func(typeInfo []byte, name string) {
@@ -304,7 +304,7 @@ func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Tim
 		}
 	}
 	b.WriteByte(tdsColMetadata)
-	binary.Write(&b, binary.LittleEndian, uint16(7))
+	binary.Write(&b, binary.LittleEndian, uint16(8))
 	column([]byte{tdsIntN, 1}, "Outcome")
 	column([]byte{tdsNVarChar, 0x20, 0x03, 0x09, 0x04, 0xD0, 0x00, 0x34}, "Holder") // 800 bytes, a collation
 	column([]byte{tdsIntN, 8}, "FencingToken")
@@ -312,6 +312,7 @@ func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Tim
 	column([]byte{tdsBigBinary, 8, 0}, "RowVer")
 	column([]byte{tdsIntN, 8}, "RemainingUs")
 	column([]byte{tdsBitN, 1}, "Queued")
+	column([]byte{tdsIntN, 4}, "HeldLimit")
 
 	b.WriteByte(tdsRow)
 	b.Write([]byte{1, outcome})
@@ -359,6 +360,7 @@ func acquireAnswer(outcome byte, holder *string, token *int64, expires *time.Tim
 	} else {
 		b.WriteByte(0)
 	}
+	b.WriteByte(0) // HeldLimit NULL: only a refusal for the limit has one
 	b.WriteByte(tdsDone)
 	binary.Write(&b, binary.LittleEndian, uint16(0x0010)) // row count valid
 	binary.Write(&b, binary.LittleEndian, uint16(0xC1))   // SELECT

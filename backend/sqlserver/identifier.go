@@ -41,6 +41,18 @@ type objectNames struct {
 	ckQueueBytes   string // [CK_table_QueueBytes]
 	ixQueueExpires string // [IX_table_QueueExpires], unquoted in queueIndexName
 	queueIndexName string
+
+	// The holding limit's columns and the holds table of the names with
+	// several holders (shared.go), named within the same length.
+	dfLimit        string // [DF_table_HolderLimit]
+	dfQueueLimit   string // [DF_table_QueueLimit]
+	holdsQ         string // [schema].[table_Holds]
+	pkHolds        string // [PK_table_Holds]
+	uqHoldsAttempt string // [UQ_table_HoldsAttempt]
+	ckHoldsBytes   string // [CK_table_HoldsBytes]
+	ixHoldsExpires string // [IX_table_HoldsExpires], unquoted in holdsIndexName
+	holdsIndexName string
+	keepQ          string // [schema].[TR_table_KeepShared]
 }
 
 // ValidateTable reports whether schema and table can name a lease table, as
@@ -70,6 +82,7 @@ func newObjectNames(schema, table string) (objectNames, error) {
 		indexName: "IX_" + table + "_ExpiresAtUtc",
 
 		queueIndexName: "IX_" + table + "_QueueExpires",
+		holdsIndexName: "IX_" + table + "_HoldsExpires",
 	}
 	derived := []struct {
 		dst  *string
@@ -86,6 +99,14 @@ func newObjectNames(schema, table string) (objectNames, error) {
 		{&n.uqQueueAttempt, "UQ_" + table + "_QueueAttempt"},
 		{&n.ckQueueBytes, "CK_" + table + "_QueueBytes"},
 		{&n.ixQueueExpires, n.queueIndexName},
+		{&n.dfLimit, "DF_" + table + "_HolderLimit"},
+		{&n.dfQueueLimit, "DF_" + table + "_QueueLimit"},
+		{&n.holdsQ, table + "_Holds"},
+		{&n.pkHolds, "PK_" + table + "_Holds"},
+		{&n.uqHoldsAttempt, "UQ_" + table + "_HoldsAttempt"},
+		{&n.ckHoldsBytes, "CK_" + table + "_HoldsBytes"},
+		{&n.ixHoldsExpires, n.holdsIndexName},
+		{&n.keepQ, "TR_" + table + "_KeepShared"},
 	}
 	for _, d := range derived {
 		if units := utf16Len(d.name); units > maxIdentifierUnits {
@@ -96,6 +117,8 @@ func newObjectNames(schema, table string) (objectNames, error) {
 	}
 	n.sequenceQ = n.schemaQ + "." + n.sequenceQ
 	n.queueQ = n.schemaQ + "." + n.queueQ
+	n.holdsQ = n.schemaQ + "." + n.holdsQ
+	n.keepQ = n.schemaQ + "." + n.keepQ
 	n.tableQ = n.schemaQ + "." + quoteIdent(table)
 	return n, nil
 }

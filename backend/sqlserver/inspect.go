@@ -11,8 +11,9 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-// Inspect returns the live holding of key, whoever holds it; held is false
-// when the key is free or its holding has expired (on the server's clock).
+// Inspect returns the live holding of key, whoever holds it (of a name with
+// several holders, the one that ends first); held is false when the key is
+// free or its holding has expired (on the server's clock).
 // It changes nothing, so transient errors are retried.
 func (b *Backend) Inspect(ctx context.Context, key string) (h backend.Holder, held bool, err error) {
 	if err := backend.CheckText("key", key); err != nil {
@@ -152,20 +153,22 @@ func scanOneHolding(rows *sql.Rows, key string) (backend.Holder, bool, error) {
 }
 
 // scanHolding reads one row of (extra..., owner, token, expiry, remaining
-// microseconds, metadata) and checks that it is a live holding.
+// microseconds, metadata, limit) and checks that it is a live holding.
 func scanHolding(rows *sql.Rows, extra ...any) (backend.Holder, error) {
 	var (
 		h       backend.Holder
 		token   int64
 		expires time.Time
 		remUs   int64
+		limit   int64
 	)
-	if err := rows.Scan(append(extra, &h.Owner, &token, &expires, &remUs, &h.Metadata)...); err != nil {
+	if err := rows.Scan(append(extra, &h.Owner, &token, &expires, &remUs, &h.Metadata, &limit)...); err != nil {
 		return backend.Holder{}, fmt.Errorf("sqlserver: scanning a holding: %w", err)
 	}
-	if token <= 0 || remUs <= 0 {
-		return backend.Holder{}, fmt.Errorf("sqlserver: malformed holding (token %d, %d µs left)", token, remUs)
+	if token <= 0 || remUs <= 0 || limit < 1 || limit > backend.MaxLimit {
+		return backend.Holder{}, fmt.Errorf("sqlserver: malformed holding (token %d, %d µs left, limit %d)", token, remUs, limit)
 	}
+	h.Limit = int(limit)
 	h.Token = uint64(token)
 	h.ExpiresAt = expires.UTC()
 	h.ExpiresIn = time.Duration(min(remUs, int64(backend.MaxTTL/time.Microsecond))) * time.Microsecond

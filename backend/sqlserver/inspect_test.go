@@ -13,7 +13,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 )
 
-var holdingColumns = []string{"OwnerInstanceId", "FencingToken", "ExpiresAtUtc", "RemainingUs", "Metadata"}
+var holdingColumns = []string{"OwnerInstanceId", "FencingToken", "ExpiresAtUtc", "RemainingUs", "Metadata", "HolderLimit"}
 
 func TestInspect(t *testing.T) {
 	expires := time.Date(2026, 3, 1, 12, 0, 30, 100, plus2)
@@ -22,9 +22,9 @@ func TestInspect(t *testing.T) {
 	t.Run("held", func(t *testing.T) {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.inspect).WithArgs(sql.Named("name", "job")).
-			WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(59_000_000), "md"))
+			WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(59_000_000), "md", int64(1)))
 		h, held, err := b.Inspect(ctx, "job")
-		want := backend.Holder{Key: "job", Owner: "o1", Token: 7, ExpiresAt: expires.UTC(), ExpiresIn: 59 * time.Second, Metadata: "md"}
+		want := backend.Holder{Key: "job", Owner: "o1", Token: 7, ExpiresAt: expires.UTC(), ExpiresIn: 59 * time.Second, Metadata: "md", Limit: 1}
 		if err != nil || !held || h != want {
 			t.Fatalf("Inspect = %+v, %v, %v; want %+v", h, held, err, want)
 		}
@@ -39,16 +39,16 @@ func TestInspect(t *testing.T) {
 	t.Run("retried after a deadlock", func(t *testing.T) {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.inspect).WillReturnError(deadlockErr)
-		mock.ExpectQuery(b.q.inspect).WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1), ""))
+		mock.ExpectQuery(b.q.inspect).WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1), "", int64(1)))
 		if _, held, err := b.Inspect(ctx, "job"); err != nil || !held {
 			t.Fatalf("Inspect = %v, %v", held, err)
 		}
 	})
 	t.Run("malformed", func(t *testing.T) {
 		for name, rows := range map[string]*sqlmock.Rows{
-			"token 0":      sqlmock.NewRows(holdingColumns).AddRow("o1", int64(0), expires, int64(1), ""),
-			"expired":      sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(0), ""),
-			"two holdings": sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1), "").AddRow("o2", int64(8), expires, int64(1), ""),
+			"token 0":      sqlmock.NewRows(holdingColumns).AddRow("o1", int64(0), expires, int64(1), "", int64(1)),
+			"expired":      sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(0), "", int64(1)),
+			"two holdings": sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1), "", int64(1)).AddRow("o2", int64(8), expires, int64(1), "", int64(1)),
 		} {
 			b, mock := newMockBackend(t)
 			mock.ExpectQuery(b.q.inspect).WillReturnRows(rows)
@@ -77,9 +77,9 @@ func TestList(t *testing.T) {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.list).WithArgs(sql.Named("prefix", "jobs/")).
 			WillReturnRows(sqlmock.NewRows(listColumns).
-				AddRow("jobs/a", "o1", int64(1), expires, int64(60_000_000), "").
-				AddRow("jobs/b", "o2", int64(2), expires, int64(60_000_000), "m").
-				AddRow("jobs/c", "o3", int64(3), expires, int64(60_000_000), ""))
+				AddRow("jobs/a", "o1", int64(1), expires, int64(60_000_000), "", int64(1)).
+				AddRow("jobs/b", "o2", int64(2), expires, int64(60_000_000), "m", int64(1)).
+				AddRow("jobs/c", "o3", int64(3), expires, int64(60_000_000), "", int64(1)))
 		var got []string
 		err := b.List(ctx, "jobs/", func(h backend.Holder) bool {
 			got = append(got, h.Key+"="+h.Owner)
@@ -91,7 +91,7 @@ func TestList(t *testing.T) {
 	})
 	t.Run("a key without the prefix is a fault", func(t *testing.T) {
 		b, mock := newMockBackend(t)
-		mock.ExpectQuery(b.q.list).WillReturnRows(sqlmock.NewRows(listColumns).AddRow("other", "o1", int64(1), expires, int64(1), ""))
+		mock.ExpectQuery(b.q.list).WillReturnRows(sqlmock.NewRows(listColumns).AddRow("other", "o1", int64(1), expires, int64(1), "", int64(1)))
 		if err := b.List(ctx, "jobs/", func(backend.Holder) bool { t.Error("fn called"); return true }); err == nil {
 			t.Fatal("want a fault")
 		}
@@ -116,7 +116,7 @@ func TestRevoke(t *testing.T) {
 	for _, token := range []uint64{0, 7} {
 		b, mock := newMockBackend(t)
 		mock.ExpectQuery(b.q.revoke).WithArgs(sql.Named("name", "job"), sql.Named("token", int64(token))).
-			WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1_000_000), ""))
+			WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1_000_000), "", int64(1)))
 		h, removed, err := b.Revoke(ctx, "job", token)
 		if err != nil || !removed || h.Owner != "o1" || h.Token != 7 || h.Key != "job" {
 			t.Errorf("Revoke(token %d) = %+v, %v, %v", token, h, removed, err)
@@ -149,7 +149,7 @@ func TestRevoke(t *testing.T) {
 // TestInspectSQL: every operator query reads the clock once and counts only
 // live rows; List compares the prefix byte for byte.
 func TestInspectSQL(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true)
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true)
 	for name, text := range map[string]string{"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		if strings.Count(text, "SYSDATETIMEOFFSET()") != 1 {
 			t.Errorf("%s: want one clock read", name)
@@ -160,8 +160,8 @@ func TestInspectSQL(t *testing.T) {
 	indexOf(t, q.inspect, "WHERE "+keyMatch)
 	indexOf(t, q.revoke, "WHERE "+keyMatch)
 	indexOf(t, q.revoke, "(@token = 0 OR FencingToken = @token)")
-	indexOf(t, q.list, "AND LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix\n  AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)")
-	indexOf(t, q.list, "ORDER BY LeaseName, LeaseNameBytes;")
+	indexOf(t, q.list, "WHERE LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix\n  AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)")
+	indexOf(t, q.list, "ORDER BY LeaseName, LeaseNameBytes, FencingToken;")
 	for name, text := range map[string]string{"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		checkWellFormed(t, name, text, map[string]bool{"@name": true, "@prefix": true, "@token": true})
 	}

@@ -24,7 +24,7 @@ func TestLogLevels(t *testing.T) {
 		wantWarn bool
 	}{
 		{"busy", func(b *Backend, mock sqlmock.Sqlmock, _ context.CancelFunc) {
-			mock.ExpectQuery(b.q.acquire).WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(1), time.Now(), nil, int64(1000), false))
+			mock.ExpectQuery(b.q.acquire).WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(1), time.Now(), nil, int64(1000), false, nil))
 		}, false},
 		{"context ended", func(b *Backend, mock sqlmock.Sqlmock, cancel context.CancelFunc) {
 			mock.ExpectQuery(b.q.acquire).

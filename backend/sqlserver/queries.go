@@ -14,6 +14,7 @@ const (
 	outcomeTakeover = 2 // expired row: taken over with a new token
 	outcomeRefresh  = 3 // the live row of this very attempt: refreshed, same token
 	outcomeTurn     = 4 // no live holding, but the queue's head (another attempt) has the turn
+	outcomeLimit    = 5 // live holdings of another limit (HeldLimit): nothing changed
 )
 
 // errDelayedDurabilityNumber is the error number the acquire batch raises
@@ -25,13 +26,15 @@ const errDelayedDurabilityNumber = 50101
 // @entryTtlUs, @pickupUs, @poll, @sweep); only the bracket-quoted object
 // names and the constant backend.MaxQueueEntries are spliced into the text.
 type queries struct {
-	acquire string
-	renew   string
-	release string
-	replica string
-	inspect string
-	list    string
-	revoke  string
+	acquire       string
+	acquireShared string // Limit above 1 (shared.go)
+	holders       string
+	renew         string
+	release       string
+	replica       string
+	inspect       string
+	list          string
+	revoke        string
 }
 
 // keyMatch selects the row of @name. SQL Server pads the shorter string with
@@ -59,16 +62,52 @@ func addMicros(us, base string) string {
 }
 
 func newQueries(n objectNames, sweep bool) queries {
+	build := builder(n)
+	sweepSQL := ""
+	if sweep {
+		sweepSQL = build(sweepTemplate)
+	}
+	return queries{
+		acquire:       strings.Replace(build(acquireTemplate), "{sweep}\n", sweepSQL, 1),
+		acquireShared: strings.Replace(build(acquireSharedTemplate), "{sweep}\n", sweepSQL, 1),
+		holders:       build(holdersTemplate),
+		renew:         build(renewTemplate),
+		release:       build(releaseTemplate),
+		replica:       build(replicaTemplate),
+		inspect:       build(inspectTemplate),
+		list:          build(listTemplate),
+		revoke:        build(revokeTemplate),
+	}
+}
+
+// builder returns the function that makes a template's SQL for n's table.
+func builder(n objectNames) func(template string) string {
 	// The fragments go in first, so that their own markers are replaced too.
 	fragments := strings.NewReplacer(
 		"{handOnDeclarations}\n", handOnDeclarations,
+		"{sharedDeclarations}\n", sharedDeclarations,
 		"{handOn}\n", handOnFragment,
+		"{dropExpiredEntries}\n", dropExpiredEntries,
+		"{sharedRenew}\n", sharedRenewFragment,
+		"{sharedRelease}\n", sharedReleaseFragment,
+		"{sharedRevoke}\n", sharedRevokeFragment,
+		"{recordRefusal}\n", recordRefusalFragment,
+	)
+	// The shared fragments contain fragments of their own.
+	inner := strings.NewReplacer(
+		"{sharedHandOn}\n", sharedHandOnFragment,
+		"{settleRecord}\n", settleRecordFragment,
+		"{lockRecord}\n", lockRecordFragment,
 		"{dropExpiredEntries}\n", dropExpiredEntries,
 	)
 	r := strings.NewReplacer(
 		"{table}", n.tableQ,
 		"{sequence}", n.sequenceQ,
 		"{queue}", n.queueQ,
+		"{holds}", n.holdsQ,
+		"{recordOwner}", quoteLiteral(recordOwner),
+		"{isRecord}", isRecord,
+		"{entryTurnEnd}", addMicros("PickupUs", "TurnStartedAtUtc"),
 		"{keyMatch}", keyMatch,
 		"{holdingMatch}", holdingMatch,
 		"{expires}", expiresFromNow,
@@ -79,20 +118,7 @@ func newQueries(n objectNames, sweep bool) queries {
 		"{durabilityGuard}", durabilityGuard,
 		"{remaining}", remainingUs,
 	)
-	build := func(template string) string { return r.Replace(fragments.Replace(template)) }
-	sweepSQL := ""
-	if sweep {
-		sweepSQL = build(sweepTemplate)
-	}
-	return queries{
-		acquire: strings.Replace(build(acquireTemplate), "{sweep}\n", sweepSQL, 1),
-		renew:   build(renewTemplate),
-		release: build(releaseTemplate),
-		replica: build(replicaTemplate),
-		inspect: build(inspectTemplate),
-		list:    build(listTemplate),
-		revoke:  build(revokeTemplate),
-	}
+	return func(template string) string { return r.Replace(inner.Replace(fragments.Replace(template))) }
 }
 
 // durabilityGuard stops an acquire on a database with DELAYED_DURABILITY =
@@ -113,7 +139,9 @@ const durabilityGuard = `IF EXISTS (SELECT 1 FROM sys.databases WHERE database_i
 // so that it never holds serializable locks. READPAST skips rows that other
 // sessions have locked; the predicate is re-checked on each locked row, so a
 // row refreshed meanwhile is not deleted. Deleting an expired entry without
-// the name's lock is safe: every reader treats an expired entry as absent.
+// the name's lock is safe: every reader treats an expired entry as absent,
+// and so an expired holding of a name with several holders (no renewal
+// extends an expired holding).
 // The sweep is best effort: a failure (for example being chosen as a
 // deadlock victim) must not fail the acquire.
 const sweepTemplate = `BEGIN TRY
@@ -121,6 +149,8 @@ const sweepTemplate = `BEGIN TRY
     WHERE ExpiresAtUtc <= SYSDATETIMEOFFSET();
     DELETE TOP (@sweep) FROM {queue} WITH (READPAST, ROWLOCK)
     WHERE EntryExpiresAtUtc <= SYSDATETIMEOFFSET();
+    DELETE TOP (@sweep) FROM {holds} WITH (READPAST, ROWLOCK)
+    WHERE ExpiresAtUtc <= SYSDATETIMEOFFSET();
 END TRY
 BEGIN CATCH
     SET @swept = -1;
@@ -153,6 +183,11 @@ END CATCH;
 // place and is renewed, or a new one goes at the tail unless the name has
 // MaxQueueEntries live entries. Queued says whether the caller has an entry
 // when the batch ends.
+//
+// A live row that is a name's record (shared.go) is refused as live
+// holdings of another limit (outcome 5, HeldLimit the record's), naming the
+// holding that ends first; nothing is queued then. An expired record is
+// taken over like any expired row, its HolderLimit set back to 1.
 const acquireTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -166,10 +201,13 @@ DECLARE @out TABLE (
     FencingToken BIGINT            NULL,
     ExpiresAtUtc DATETIMEOFFSET(7) NULL,
     RowVer       BINARY(8)         NULL,
-    RemainingUs  BIGINT            NULL
+    RemainingUs  BIGINT            NULL,
+    HeldLimit    INT               NULL
 );
 DECLARE @found BIT = 0;
 DECLARE @mine BIT = 0;
+DECLARE @shared BIT = 0;
+DECLARE @heldLimit INT;
 DECLARE @holder NVARCHAR(400);
 DECLARE @holderToken BIGINT;
 DECLARE @holderExpires DATETIMEOFFSET(7);
@@ -188,6 +226,8 @@ BEGIN TRANSACTION;
 
 SELECT @found = 1,
        @mine = CASE WHEN {holdingMatch} THEN 1 ELSE 0 END,
+       @shared = CASE WHEN {isRecord} THEN 1 ELSE 0 END,
+       @heldLimit = HolderLimit,
        @holder = OwnerInstanceId,
        @holderToken = FencingToken,
        @holderExpires = ExpiresAtUtc
@@ -252,7 +292,8 @@ BEGIN
         AcquiredAtUtc = @now,
         RenewedAtUtc = @now,
         ExpiresAtUtc = {expires},
-        Metadata = @metadata
+        Metadata = @metadata,
+        HolderLimit = 1
     OUTPUT 2, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc, inserted.[RowVersion]
     INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
     WHERE {keyMatch};
@@ -268,6 +309,7 @@ BEGIN
     INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer)
     WHERE {keyMatch};
 END
+{recordRefusal}
 ELSE
 BEGIN
     INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs)
@@ -281,7 +323,7 @@ BEGIN
 END
 ELSE
 BEGIN
-    IF @entryTtlUs > 0
+    IF @entryTtlUs > 0 AND @shared = 0
     BEGIN
         UPDATE {queue} WITH (ROWLOCK)
         SET EntryExpiresAtUtc = {entryExpires},
@@ -304,12 +346,14 @@ END;
 
 COMMIT TRANSACTION;
 
-SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued FROM @out;
+SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued, HeldLimit FROM @out;
 `
 
 // renewTemplate extends the live row of the holding (@name, @owner,
 // @attempt, @token). No row comes back when that holding has been released,
-// has expired or was replaced.
+// has expired or was replaced. Only when no exclusive row matched, and the
+// name has a record, is the holding looked for among the name's holdings
+// (sharedRenewFragment).
 const renewTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
@@ -326,6 +370,7 @@ WHERE {keyMatch}
   AND FencingToken = @token
   AND ExpiresAtUtc > @now;
 
+{sharedRenew}
 SELECT FencingToken, ExpiresAtUtc FROM @out;
 `
 
@@ -338,7 +383,9 @@ SELECT FencingToken, ExpiresAtUtc FROM @out;
 // ends the holding when it matches: a live one is handed on (handOnFragment),
 // an expired one is deleted and hands nothing on (the name is free by
 // expiry, and the head's turn applies). It returns whether a holding
-// matched and whom it was handed to, for the log.
+// matched and whom it was handed to, for the log. A name's record never
+// matches (no attempt is empty): a holding of a name with several holders
+// is released by sharedReleaseFragment instead.
 const releaseTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -348,13 +395,18 @@ DECLARE @holderToken BIGINT;
 DECLARE @holderExpires DATETIMEOFFSET(7);
 DECLARE @now DATETIMEOFFSET(7);
 DECLARE @released BIGINT = 0;
+DECLARE @shared BIT = 0;
+DECLARE @heldLimit INT;
 {handOnDeclarations}
+{sharedDeclarations}
 
 BEGIN TRANSACTION;
 
 SELECT @match = CASE WHEN {holdingMatch} AND (@token = 0 OR FencingToken = @token) THEN 1 ELSE 0 END,
        @holderToken = FencingToken,
-       @holderExpires = ExpiresAtUtc
+       @holderExpires = ExpiresAtUtc,
+       @shared = CASE WHEN {isRecord} THEN 1 ELSE 0 END,
+       @heldLimit = HolderLimit
 FROM {table} WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
 WHERE {keyMatch};
 
@@ -364,7 +416,11 @@ DELETE FROM {queue} WITH (ROWLOCK)
 WHERE {keyMatch}
   AND (EntryExpiresAtUtc <= @now OR ({holdingMatch}));
 
-IF @match = 1 AND @holderExpires > @now
+IF @shared = 1
+BEGIN
+{sharedRelease}
+END
+ELSE IF @match = 1 AND @holderExpires > @now
 BEGIN
     SET @released = 1;
 {handOn}
@@ -395,15 +451,26 @@ WHERE {keyMatch};
 // an INT.
 const remainingUs = `DATEDIFF_BIG(MICROSECOND, @now, ExpiresAtUtc)`
 
-// inspectTemplate reads the live holding of @name, whoever holds it.
+// inspectTemplate reads the live holding of @name, whoever holds it: the
+// exclusive row, or of a name with several holders the holding that ends
+// first (holdingsOf).
 const inspectTemplate = `SET NOCOUNT ON;
 
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
 
-SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'')
-FROM {table}
-WHERE {keyMatch}
-  AND ExpiresAtUtc > @now;
+SELECT TOP (1) OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, Metadata, HolderLimit
+FROM (` + holdingsOfName + `) AS l
+ORDER BY ExpiresAtUtc, FencingToken;
+`
+
+// holdersTemplate reads every live holding of @name, by token.
+const holdersTemplate = `SET NOCOUNT ON;
+
+DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
+
+SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, Metadata, HolderLimit
+FROM (` + holdingsOfName + `) AS l
+ORDER BY FencingToken;
 `
 
 // listTemplate reads the live holdings whose name starts with @prefix, in
@@ -416,24 +483,25 @@ WHERE {keyMatch}
 // UTF-8 on Babelfish for PostgreSQL). A range on the primary key cannot
 // express this (the padding rule sorts "ab\t" before "ab"), so this reads
 // the clustered index in order; it is an operator's view, not a hot path. An
-// empty @prefix matches every name.
+// empty @prefix matches every name. A name with several holders lists each
+// holding, by token.
 const listTemplate = `SET NOCOUNT ON;
 
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
 
-SELECT LeaseName, OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'')
-FROM {table}
-WHERE ExpiresAtUtc > @now
-  AND LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix
+SELECT LeaseName, OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, Metadata, HolderLimit
+FROM (` + holdingsWhere + `) AS l
+WHERE LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix
   AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)
-ORDER BY LeaseName, LeaseNameBytes;
+ORDER BY LeaseName, LeaseNameBytes, FencingToken;
 `
 
 // revokeTemplate ends the live holding of @name when its token is @token
 // (0: whichever holding is live), handing the name on as a release does
 // (handOnFragment), and returns what it ended. The token is never drawn
 // again from the sequence, so the holder is fenced: its next renewal finds
-// no row of its token.
+// no row of its token. Of a name with several holders it ends one holding
+// (sharedRevokeFragment).
 const revokeTemplate = `SET NOCOUNT ON;
 SET XACT_ABORT ON;
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -442,37 +510,49 @@ DECLARE @out TABLE (
     OwnerInstanceId NVARCHAR(400)     NOT NULL,
     FencingToken    BIGINT            NOT NULL,
     ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL,
-    Metadata        NVARCHAR(4000)    NULL
+    Metadata        NVARCHAR(4000)    NULL,
+    HolderLimit     INT               NOT NULL
 );
 DECLARE @holderToken BIGINT;
 DECLARE @now DATETIMEOFFSET(7);
 DECLARE @revoked INT = 0;
+DECLARE @shared BIT = 0;
+DECLARE @heldLimit INT;
 {handOnDeclarations}
+{sharedDeclarations}
 
 BEGIN TRANSACTION;
 
-SELECT @holderToken = FencingToken
+SELECT @holderToken = FencingToken,
+       @shared = CASE WHEN {isRecord} THEN 1 ELSE 0 END,
+       @heldLimit = HolderLimit
 FROM {table} WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
 WHERE {keyMatch};
 
 SET @now = SYSDATETIMEOFFSET();
 
-INSERT INTO @out (OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata)
-SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata
-FROM {table}
-WHERE {keyMatch}
-  AND ExpiresAtUtc > @now
-  AND (@token = 0 OR FencingToken = @token);
-SET @revoked = @@ROWCOUNT;
+IF @shared = 1
+BEGIN
+{sharedRevoke}
+END
+ELSE
+BEGIN
+    INSERT INTO @out (OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata, HolderLimit)
+    SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, Metadata, 1
+    FROM {table}
+    WHERE {keyMatch}
+      AND ExpiresAtUtc > @now
+      AND (@token = 0 OR FencingToken = @token);
+    SET @revoked = @@ROWCOUNT;
 
 {dropExpiredEntries}
-
-IF @revoked > 0
-BEGIN
+    IF @revoked > 0
+    BEGIN
 {handOn}
+    END;
 END;
 
 COMMIT TRANSACTION;
 
-SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N'') FROM @out;
+SELECT OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, COALESCE(Metadata, N''), HolderLimit FROM @out;
 `

@@ -17,6 +17,22 @@ func mustNames(t *testing.T, schema, table string) objectNames {
 }
 
 // indexOf fails the test when sub is missing from s.
+// exclusiveQueries are n's batches without the parts that run only for a
+// name with several holders (shared.go), so that the tests of the
+// exclusive statements read them as they were.
+func exclusiveQueries(n objectNames, sweep bool) queries {
+	build := builder(n)
+	strip := func(text string) string {
+		for _, f := range []string{recordRefusalFragment, sharedRenewFragment, sharedReleaseFragment, sharedRevokeFragment, sharedDeclarations} {
+			text = strings.Replace(text, build(f), "", 1)
+		}
+		return text
+	}
+	q := newQueries(n, sweep)
+	q.acquire, q.renew, q.release, q.revoke = strip(q.acquire), strip(q.renew), strip(q.release), strip(q.revoke)
+	return q
+}
+
 func indexOf(t *testing.T, s, sub string) int {
 	t.Helper()
 	i := strings.Index(s, sub)
@@ -27,7 +43,7 @@ func indexOf(t *testing.T, s, sub string) int {
 }
 
 func TestAcquireSQLOrderOfSteps(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).acquire
 
 	xact := indexOf(t, q, "SET XACT_ABORT ON;")
 	sweep := indexOf(t, q, "DELETE TOP (@sweep) FROM [lease].[Leases] WITH (READPAST, ROWLOCK)")
@@ -37,7 +53,7 @@ func TestAcquireSQLOrderOfSteps(t *testing.T) {
 	now := indexOf(t, q, "SET @now = SYSDATETIMEOFFSET();")
 	queue := indexOf(t, q, "[lease].[Leases_Queue] WITH (ROWLOCK)")
 	commit := indexOf(t, q, "COMMIT TRANSACTION;")
-	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued FROM @out;")
+	result := indexOf(t, q, "SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued, HeldLimit FROM @out;")
 
 	// The sweeps are their own statements before the transaction; the lock
 	// comes before the clock read, and both before the first statement on
@@ -47,8 +63,8 @@ func TestAcquireSQLOrderOfSteps(t *testing.T) {
 		t.Errorf("steps out of order: xact %d sweep %d queue sweep %d begin %d lock %d now %d queue %d commit %d result %d",
 			xact, sweep, sweepQueue, begin, lock, now, queue, commit, result)
 	}
-	if n := strings.Count(q, "SYSDATETIMEOFFSET()"); n != 3 { // the two sweeps' and the transaction's
-		t.Errorf("SYSDATETIMEOFFSET() appears %d times, want 3 (two sweeps, then once in the transaction)", n)
+	if n := strings.Count(q, "SYSDATETIMEOFFSET()"); n != 4 { // the three sweeps' and the transaction's
+		t.Errorf("SYSDATETIMEOFFSET() appears %d times, want 4 (three sweeps, then once in the transaction)", n)
 	}
 	if strings.Count(q, "BEGIN TRANSACTION") != 1 || strings.Count(q, "COMMIT TRANSACTION") != 1 {
 		t.Error("want exactly one BEGIN TRANSACTION and one COMMIT TRANSACTION")
@@ -59,7 +75,7 @@ func TestAcquireSQLOrderOfSteps(t *testing.T) {
 }
 
 func TestAcquireSQLTokenOnlyFromSequenceAfterLock(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).acquire
 	lock := indexOf(t, q, "WITH (UPDLOCK, HOLDLOCK, ROWLOCK)")
 	draws := regexp.MustCompile(`NEXT VALUE FOR[^\n]*`).FindAllStringIndex(q, -1)
 	if len(draws) != 2 {
@@ -85,7 +101,7 @@ func TestAcquireSQLTokenOnlyFromSequenceAfterLock(t *testing.T) {
 }
 
 func TestAcquireSQLOutputsIntoTableVariable(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).acquire
 	outputs := regexp.MustCompile(`OUTPUT ([0-9]), inserted\.OwnerInstanceId, inserted\.FencingToken, inserted\.ExpiresAtUtc, inserted\.\[RowVersion\]\s+INTO @out \(Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer\)`).FindAllStringSubmatch(q, -1)
 	var got []string
 	for _, o := range outputs {
@@ -106,7 +122,7 @@ func TestAcquireSQLOutputsIntoTableVariable(t *testing.T) {
 // when the live row is this attempt's (owner and AttemptId), and every new
 // holding records its attempt.
 func TestAcquireSQLRefreshesOnlyTheSameAttempt(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).acquire
 	indexOf(t, q, "@mine = CASE WHEN "+holdingMatch+" THEN 1 ELSE 0 END")
 	indexOf(t, holdingMatch, "AttemptId = @attempt")
 	indexOf(t, q, "VALUES (@name, DATALENGTH(@name), @owner, @attempt, @token, @now, @now, "+expiresFromNow+", @metadata);")
@@ -121,7 +137,7 @@ func TestAcquireSQLRefreshesOnlyTheSameAttempt(t *testing.T) {
 // TestAcquireSQLDurabilityGuardFirst: the batch refuses a database forcing
 // delayed durability before it writes anything (sweep included).
 func TestAcquireSQLDurabilityGuardFirst(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).acquire
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).acquire
 	guard := indexOf(t, q, "IF EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND delayed_durability = 2)")
 	indexOf(t, q, fmt.Sprintf("THROW %d, N'", errDelayedDurabilityNumber))
 	if sweep := indexOf(t, q, "DELETE TOP"); guard > sweep || guard > indexOf(t, q, "BEGIN TRANSACTION") {
@@ -130,7 +146,7 @@ func TestAcquireSQLDurabilityGuardFirst(t *testing.T) {
 }
 
 func TestAcquireSQLComparesNamesExactly(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true)
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true)
 	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica} {
 		// Every lookup of the row compares the byte length too, because '='
 		// ignores trailing spaces even under a binary collation.
@@ -167,7 +183,7 @@ func TestAcquireSQLComparesNamesExactly(t *testing.T) {
 }
 
 func TestAcquireSQLWithoutSweep(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), false).acquire
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), false).acquire
 	if strings.Contains(q, "DELETE TOP") || strings.Contains(q, "READPAST") || strings.Contains(q, "{sweep}") {
 		t.Errorf("sweep disabled but the batch still sweeps:\n%s", q)
 	}
@@ -175,7 +191,7 @@ func TestAcquireSQLWithoutSweep(t *testing.T) {
 }
 
 func TestRenewSQLFilters(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).renew
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).renew
 	indexOf(t, q, "SET XACT_ABORT ON;")
 	where := q[indexOf(t, q, "WHERE"):]
 	for _, want := range []string{keyMatch, holdingMatch, "FencingToken = @token", "ExpiresAtUtc > @now"} {
@@ -194,13 +210,13 @@ func TestRenewSQLFilters(t *testing.T) {
 // then does it end it, handing a live one on, deleting an expired one with
 // the same filters.
 func TestReleaseSQLFilters(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).release
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).release
 	indexOf(t, q, "SET XACT_ABORT ON;")
 	match := indexOf(t, q, "SELECT @match = CASE WHEN "+holdingMatch+" AND (@token = 0 OR FencingToken = @token) THEN 1 ELSE 0 END,")
 	lock := indexOf(t, q, "FROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)\nWHERE "+keyMatch+";")
 	now := indexOf(t, q, "SET @now = SYSDATETIMEOFFSET();")
 	live := indexOf(t, q, "IF @match = 1 AND @holderExpires > @now")
-	expired := indexOf(t, q, "ELSE IF @match = 1")
+	expired := indexOf(t, q, "ELSE IF @match = 1\nBEGIN")
 	if !(match < lock && lock < now && now < live && live < expired) {
 		t.Errorf("steps out of order: match %d lock %d now %d live %d expired %d", match, lock, now, live, expired)
 	}
@@ -209,7 +225,7 @@ func TestReleaseSQLFilters(t *testing.T) {
 }
 
 func TestReplicaSQLReadsUncommitted(t *testing.T) {
-	q := newQueries(mustNames(t, "lease", "Leases"), true).replica
+	q := exclusiveQueries(mustNames(t, "lease", "Leases"), true).replica
 	indexOf(t, q, "SELECT [RowVersion], OwnerInstanceId, FencingToken")
 	indexOf(t, q, "FROM [lease].[Leases] WITH (READUNCOMMITTED)")
 	indexOf(t, q, "WHERE "+keyMatch)
@@ -221,10 +237,11 @@ func TestReplicaSQLReadsUncommitted(t *testing.T) {
 // parameter (a typo would fail only on a real server).
 func TestSQLIsWellFormed(t *testing.T) {
 	params := map[string]bool{"@name": true, "@owner": true, "@attempt": true, "@token": true, "@ttlUs": true, "@metadata": true, "@sweep": true,
-		"@entryTtlUs": true, "@pickupUs": true, "@poll": true}
+		"@entryTtlUs": true, "@pickupUs": true, "@poll": true, "@limit": true}
 	for _, sweep := range []bool{true, false} {
 		q := newQueries(mustNames(t, "le]a'se", "Le;ases--/*"), sweep)
-		for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica, "revoke": q.revoke} {
+		for name, text := range map[string]string{"acquire": q.acquire, "acquire shared": q.acquireShared, "renew": q.renew, "release": q.release,
+			"replica": q.replica, "revoke": q.revoke, "holders": q.holders} {
 			checkWellFormed(t, name, text, params)
 		}
 	}
@@ -281,14 +298,16 @@ func TestQueriesQuoteHostileIdentifiers(t *testing.T) {
 	wantTable := "[s]]; DROP TABLE x; --].[t'/*x*/]"
 	wantSeq := "[s]]; DROP TABLE x; --].[t'/*x*/_FencingToken]"
 	wantQueue := "[s]]; DROP TABLE x; --].[t'/*x*/_Queue]"
-	if n.tableQ != wantTable || n.sequenceQ != wantSeq || n.queueQ != wantQueue {
-		t.Fatalf("quoted names = %s, %s, %s", n.tableQ, n.sequenceQ, n.queueQ)
+	wantHolds := "[s]]; DROP TABLE x; --].[t'/*x*/_Holds]"
+	if n.tableQ != wantTable || n.sequenceQ != wantSeq || n.queueQ != wantQueue || n.holdsQ != wantHolds {
+		t.Fatalf("quoted names = %s, %s, %s, %s", n.tableQ, n.sequenceQ, n.queueQ, n.holdsQ)
 	}
-	for name, text := range map[string]string{"acquire": q.acquire, "renew": q.renew, "release": q.release, "replica": q.replica,
-		"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
+	for name, text := range map[string]string{"acquire": q.acquire, "acquire shared": q.acquireShared, "renew": q.renew, "release": q.release,
+		"replica": q.replica, "inspect": q.inspect, "holders": q.holders, "list": q.list, "revoke": q.revoke,
+		"batch renew": renewBatchSQL(n, []int{0, 1}, []int64{1_000_000})} {
 		// Once the quoted names are taken out, nothing of the hostile text
 		// may remain in the SQL.
-		rest := strings.NewReplacer(wantSeq, "SEQ", wantQueue, "QUEUE", wantTable, "TBL").Replace(text)
+		rest := strings.NewReplacer(wantSeq, "SEQ", wantQueue, "QUEUE", wantHolds, "HOLDS", wantTable, "TBL").Replace(text)
 		if strings.Contains(rest, "DROP") || strings.Contains(rest, "/*") || strings.Contains(rest, "--") {
 			t.Errorf("%s: hostile identifier leaked out of its brackets:\n%s", name, text)
 		}

@@ -43,7 +43,9 @@ DECLARE @handedPoll BIGINT;
 // token drawn after the lock from the same sequence as the acquire's,
 // expiring after the entry's pickup window rather than a TTL. With no
 // entry, the row is deleted and the name is free. Both statements name the
-// ended holding's token, so they cannot touch another row.
+// ended holding's token, so they cannot touch another row. Entries of
+// another limit (waiters of an earlier holding with several holders) are
+// passed over.
 const handOnFragment = `    SELECT TOP (1) @headPosition = Position,
            @handedOwner = OwnerInstanceId,
            @handedAttempt = AttemptId,
@@ -51,7 +53,7 @@ const handOnFragment = `    SELECT TOP (1) @headPosition = Position,
            @handedPoll = Poll,
            @headMetadata = Metadata
     FROM {queue}
-    WHERE {keyMatch}
+    WHERE {keyMatch} AND HolderLimit = 1
     ORDER BY Position;
 
     IF @headPosition IS NULL

@@ -63,7 +63,7 @@ func TestAcquireQueueBinding(t *testing.T) {
 				WithArgs(sql.Named("name", "job"), sql.Named("owner", "w"), sql.Named("attempt", "a"), sql.Named("ttlUs", int64(60_000_000)),
 					sql.Named("metadata", "md"), sql.Named("entryTtlUs", c.entryTTL), sql.Named("pickupUs", c.pickup), sql.Named("poll", c.poll),
 					sql.Named("sweep", int64(DefaultSweepBatch))).
-				WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "h", int64(3), time.Now(), nil, int64(1), false))
+				WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "h", int64(3), time.Now(), nil, int64(1), false, nil))
 			if _, err := b.Acquire(context.Background(), c.req); err != nil {
 				t.Fatal(err)
 			}
@@ -85,35 +85,35 @@ func TestAcquireQueueAnswers(t *testing.T) {
 	}{
 		// Refused by a live holding and put at the tail of the queue.
 		{"enqueued", queueReq("a", 1),
-			[]driver.Value{int64(outcomeBusy), "h", int64(3), until, nil, int64(4_000_000), true},
+			[]driver.Value{int64(outcomeBusy), "h", int64(3), until, nil, int64(4_000_000), true, nil},
 			backend.Grant{Holder: "h", HolderToken: 3, HolderExpiresAt: until.UTC(), HolderExpiresIn: 4 * time.Second, Queued: true}},
 		// The same attempt again (its next poll): still refused, still
 		// queued; the batch renewed its entry in place.
 		{"keeps its place", queueReq("a", 2),
-			[]driver.Value{int64(outcomeBusy), "h", int64(3), until, nil, int64(3_000_000), true},
+			[]driver.Value{int64(outcomeBusy), "h", int64(3), until, nil, int64(3_000_000), true, nil},
 			backend.Grant{Holder: "h", HolderToken: 3, HolderExpiresAt: until.UTC(), HolderExpiresIn: 3 * time.Second, Queued: true}},
 		// MaxQueueEntries live entries: refused, not queued (it polls).
 		{"queue full", queueReq("late", 1),
-			[]driver.Value{int64(outcomeBusy), "h", int64(3), until, nil, int64(3_000_000), false},
+			[]driver.Value{int64(outcomeBusy), "h", int64(3), until, nil, int64(3_000_000), false, nil},
 			backend.Grant{Holder: "h", HolderToken: 3, HolderExpiresAt: until.UTC(), HolderExpiresIn: 3 * time.Second}},
 		// The name is free but the head (another attempt) has the turn:
 		// no holder, no token, the turn's end and its time left.
 		{"head's turn", queueReq("b", 1),
-			[]driver.Value{int64(outcomeTurn), nil, nil, until, nil, int64(1_500_000), true},
+			[]driver.Value{int64(outcomeTurn), nil, nil, until, nil, int64(1_500_000), true, nil},
 			backend.Grant{HolderExpiresAt: until.UTC(), HolderExpiresIn: 1500 * time.Millisecond, Queued: true}},
 		// A one-shot acquire during the turn is refused the same way and
 		// queued nowhere.
 		{"head's turn, not waiting", backend.AcquireRequest{Key: "job", Owner: "n", Attempt: "n1", TTL: time.Minute},
-			[]driver.Value{int64(outcomeTurn), nil, nil, until, nil, int64(1), false},
+			[]driver.Value{int64(outcomeTurn), nil, nil, until, nil, int64(1), false, nil},
 			backend.Grant{HolderExpiresAt: until.UTC(), HolderExpiresIn: time.Microsecond}},
 		// A hand-off picked up: the attempt's own live holding (made by a
 		// release) is refreshed to the full TTL with its token.
 		{"pickup", queueReq("a", 3),
-			[]driver.Value{int64(outcomeRefresh), "w", int64(44), until, rv, nil, false},
+			[]driver.Value{int64(outcomeRefresh), "w", int64(44), until, rv, nil, false, nil},
 			backend.Grant{Acquired: true, Token: 44, ExpiresAt: until.UTC()}},
 		// The head after its turn, or after expiry, is granted as usual.
 		{"head granted", queueReq("a", 4),
-			[]driver.Value{int64(outcomeTakeover), "w", int64(45), until, rv, nil, false},
+			[]driver.Value{int64(outcomeTakeover), "w", int64(45), until, rv, nil, false, nil},
 			backend.Grant{Acquired: true, Token: 45, ExpiresAt: until.UTC()}},
 	}
 	for _, c := range cases {
@@ -215,7 +215,7 @@ func inOrder(t *testing.T, name, q string, subs ...string) {
 // granted, else kept in place, or added at the tail of a queue not full.
 func TestAcquireSQLQueue(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
-	q := newQueries(n, false).acquire
+	q := exclusiveQueries(n, false).acquire
 	const queue = "[lease].[Leases_Queue]"
 	inOrder(t, "acquire", q,
 		"BEGIN TRANSACTION;",
@@ -256,7 +256,7 @@ func TestAcquireSQLQueue(t *testing.T) {
 			"            VALUES (@name, DATALENGTH(@name), @attempt, @owner, @metadata, @pickupUs, @poll, @now, "+addMicros("@entryTtlUs", "@now")+");",
 		"IF EXISTS (SELECT 1 FROM "+queue+" WHERE "+keyMatch+" AND "+holdingMatch+")\n        SET @queued = 1;",
 		"COMMIT TRANSACTION;",
-		"SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued FROM @out;",
+		"SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued, HeldLimit FROM @out;",
 	)
 
 	// Every granting branch marks the grant, so the caller's entry goes.
@@ -292,7 +292,7 @@ func TestAcquireSQLQueue(t *testing.T) {
 	if strings.Contains(before, queue) || strings.Contains(after, queue) {
 		t.Error("the queue is touched outside the transaction")
 	}
-	swept := newQueries(n, true).acquire
+	swept := exclusiveQueries(n, true).acquire
 	indexOf(t, swept, "DELETE TOP (@sweep) FROM "+queue+" WITH (READPAST, ROWLOCK)\n    WHERE EntryExpiresAtUtc <= SYSDATETIMEOFFSET();")
 }
 
@@ -303,7 +303,7 @@ func TestAcquireSQLQueue(t *testing.T) {
 // pickup window; an expired one is only deleted.
 func TestReleaseSQLHandOff(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
-	q := newQueries(n, true).release
+	q := exclusiveQueries(n, true).release
 	const queue = "[lease].[Leases_Queue]"
 	inOrder(t, "release", q,
 		"SET XACT_ABORT ON;",
@@ -316,7 +316,7 @@ func TestReleaseSQLHandOff(t *testing.T) {
 		"IF @match = 1 AND @holderExpires > @now",
 		"SET @released = 1;",
 		"SELECT TOP (1) @headPosition = Position,",
-		"FROM "+queue+"\n    WHERE "+keyMatch+"\n    ORDER BY Position;",
+		"FROM "+queue+"\n    WHERE "+keyMatch+" AND HolderLimit = 1\n    ORDER BY Position;",
 		"IF @headPosition IS NULL",
 		"DELETE FROM [lease].[Leases] WITH (ROWLOCK)\n        WHERE "+keyMatch+" AND FencingToken = @holderToken;",
 		"ELSE",
@@ -333,7 +333,7 @@ func TestReleaseSQLHandOff(t *testing.T) {
 	if strings.Count(q, "NEXT VALUE FOR") != 1 {
 		t.Error("release draws a token other than the hand-off's")
 	}
-	if leave := section(t, q, "SET @now", "IF @match"); strings.Contains(leave, "IF ") {
+	if leave := section(t, q, "SET @now", "IF @shared = 1"); strings.Contains(leave, "IF ") {
 		t.Errorf("removing the leaving attempt's entry is conditional:\n%s", leave)
 	}
 }
@@ -343,17 +343,18 @@ func TestReleaseSQLHandOff(t *testing.T) {
 // statements as a release.
 func TestRevokeSQLHandsOn(t *testing.T) {
 	n := mustNames(t, "lease", "Leases")
-	q := newQueries(n, true)
+	q := exclusiveQueries(n, true)
 	handOn := section(t, q.release, "    SELECT TOP (1) @headPosition", "END\nELSE IF @match = 1")
 	inOrder(t, "revoke", q.revoke,
 		"SET XACT_ABORT ON;",
 		"BEGIN TRANSACTION;",
-		"SELECT @holderToken = FencingToken\nFROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)\nWHERE "+keyMatch+";",
+		"SELECT @holderToken = FencingToken,",
+		"FROM [lease].[Leases] WITH (UPDLOCK, HOLDLOCK, ROWLOCK)\nWHERE "+keyMatch+";",
 		"SET @now = SYSDATETIMEOFFSET();",
-		"WHERE "+keyMatch+"\n  AND ExpiresAtUtc > @now\n  AND (@token = 0 OR FencingToken = @token);",
+		"WHERE "+keyMatch+"\n      AND ExpiresAtUtc > @now\n      AND (@token = 0 OR FencingToken = @token);",
 		"SET @revoked = @@ROWCOUNT;",
 		"DELETE FROM [lease].[Leases_Queue] WITH (ROWLOCK)\nWHERE "+keyMatch+"\n  AND EntryExpiresAtUtc <= @now;",
-		"IF @revoked > 0\nBEGIN\n"+handOn+"END;",
+		"IF @revoked > 0\n    BEGIN\n"+handOn+"    END;",
 		"COMMIT TRANSACTION;",
 		"FROM @out;",
 	)
@@ -368,7 +369,7 @@ func TestRevokeSQLHandsOn(t *testing.T) {
 func TestNextValueForSyntaxOfHandOn(t *testing.T) {
 	for _, tn := range grammarNames {
 		n := mustNames(t, tn.schema, tn.table)
-		q := newQueries(n, true)
+		q := exclusiveQueries(n, true)
 		for name, text := range map[string]string{"release": q.release, "revoke": q.revoke} {
 			want := "SET @handedToken = NEXT VALUE FOR " + n.sequenceQ + ";"
 			if strings.Count(text, want) != 1 || strings.Count(text, "NEXT VALUE FOR") != 1 {

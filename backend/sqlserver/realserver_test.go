@@ -32,7 +32,8 @@ func newRealBackend(t *testing.T, opts ...Option) (*Backend, *sql.DB, objectName
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, stmt := range []string{"DROP TABLE IF EXISTS " + n.tableQ, "DROP TABLE IF EXISTS " + n.queueQ, "DROP SEQUENCE IF EXISTS " + n.sequenceQ} {
+		for _, stmt := range []string{"DROP TABLE IF EXISTS " + n.tableQ, "DROP TABLE IF EXISTS " + n.queueQ, "DROP TABLE IF EXISTS " + n.holdsQ,
+			"DROP SEQUENCE IF EXISTS " + n.sequenceQ} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				t.Errorf("cleanup %s: %v", stmt, err)
 			}
@@ -205,10 +206,11 @@ func TestRealServerOneWinner(t *testing.T) {
 }
 
 // TestRealServerUpgradesPreviousTable: a table made by an earlier version
-// (no AttemptId, no queue table) and holding a row is upgraded by
-// EnsureSchema; the old row belongs to no attempt, so it is refused until it
-// expires and cannot be renewed or released by any attempt; the new queue
-// table works at once.
+// (no AttemptId, no queue table, no HolderLimit, holds table or keep
+// trigger) and holding a row is upgraded by EnsureSchema; the old row
+// belongs to no attempt, so it is refused until it expires and cannot be
+// renewed or released by any attempt; the new queue table works at once,
+// and so do names with several holders.
 func TestRealServerUpgradesPreviousTable(t *testing.T) {
 	db := realServerDB(t)
 	table := fmt.Sprintf("Old_%d", time.Now().UnixNano())
@@ -217,22 +219,30 @@ func TestRealServerUpgradesPreviousTable(t *testing.T) {
 	t.Cleanup(func() {
 		db.Exec("DROP TABLE IF EXISTS " + n.tableQ)
 		db.Exec("DROP TABLE IF EXISTS " + n.queueQ)
+		db.Exec("DROP TABLE IF EXISTS " + n.holdsQ)
 		db.Exec("DROP SEQUENCE IF EXISTS " + n.sequenceQ)
 	})
 	if err := EnsureSchema(ctx, db, realTestSchema, table); err != nil {
 		t.Fatal(err)
 	}
-	// Make it an earlier version's table: drop the queue, the column and
-	// its default.
+	// Make it an earlier version's table: drop the trigger, the holds
+	// table, the queue, the columns and their defaults.
 	// (Babelfish for PostgreSQL keeps no named DEFAULT constraint: there is
 	// none to drop, 3728, and the column goes with its default.)
-	dropDefault := "ALTER TABLE " + n.tableQ + " DROP CONSTRAINT " + n.dfAttempt
-	if _, err := db.ExecContext(ctx, dropDefault); err != nil && !hasErrorNumber(err, 3728) {
-		t.Fatalf("%s: %v", dropDefault, err)
+	for _, stmt := range []string{"DROP TRIGGER " + n.keepQ, "DROP TABLE " + n.holdsQ} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	for _, dropDefault := range []string{"ALTER TABLE " + n.tableQ + " DROP CONSTRAINT " + n.dfAttempt, "ALTER TABLE " + n.tableQ + " DROP CONSTRAINT " + n.dfLimit} {
+		if _, err := db.ExecContext(ctx, dropDefault); err != nil && !hasErrorNumber(err, 3728) {
+			t.Fatalf("%s: %v", dropDefault, err)
+		}
 	}
 	for _, stmt := range []string{
 		"DROP TABLE " + n.queueQ,
 		"ALTER TABLE " + n.tableQ + " DROP COLUMN AttemptId",
+		"ALTER TABLE " + n.tableQ + " DROP COLUMN HolderLimit",
 		"INSERT INTO " + n.tableQ + " (LeaseName, LeaseNameBytes, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata) " +
 			"VALUES (N'k', DATALENGTH(N'k'), N'old', NEXT VALUE FOR " + n.sequenceQ + ", SYSDATETIMEOFFSET(), SYSDATETIMEOFFSET(), DATEADD(MINUTE, 5, SYSDATETIMEOFFSET()), NULL)",
 	} {
@@ -252,6 +262,15 @@ func TestRealServerUpgradesPreviousTable(t *testing.T) {
 		Wait: true, Queue: backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute}})
 	if err != nil || g.Acquired || g.Holder != "old" || g.HolderExpiresIn <= 0 || !g.Queued {
 		t.Fatalf("acquire over the old row = %+v, %v; want refused and queued", g, err)
+	}
+	// The old row is an exclusive holding (HolderLimit 1 by default).
+	if g, err := b.Acquire(ctx, sharedReq("k", "s", 2)); err != nil || g.Acquired || g.HeldLimit != 1 || g.Holder != "old" {
+		t.Fatalf("shared acquire over the old row = %+v, %v; want refused for limit 1", g, err)
+	}
+	mustAcquire(t, ctx, b, sharedReq("s", "a", 2))
+	mustAcquire(t, ctx, b, sharedReq("s", "b", 2))
+	if g, err := b.Acquire(ctx, sharedReq("s", "c", 2)); err != nil || g.Acquired || g.Holder != "a" {
+		t.Fatalf("third holder of a name of limit 2 = %+v, %v; want refused", g, err)
 	}
 }
 

@@ -152,6 +152,11 @@ func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx
 // the joined request table and that has an OUTPUT clause is refused by
 // Babelfish for PostgreSQL (missing FROM-clause entry), as is an OUTPUT of
 // the request table's columns; SQL Server takes either.
+//
+// Requests that no exclusive row renewed and whose name has a record are
+// renewed among the holdings of names with several holders, in the same
+// round trip (renewSharedUpdateTemplate); when every request was renewed,
+// that part costs one count of the table variable.
 func renewBatchSQL(n objectNames, idx []int, ttls []int64) string {
 	var values strings.Builder
 	for k, i := range idx {
@@ -160,11 +165,14 @@ func renewBatchSQL(n objectNames, idx []int, ttls []int64) string {
 		}
 		fmt.Fprintf(&values, "(%d, @n%d, @o%d, @a%d, @t%d, @u%d)", i, i, i, i, i, i)
 	}
-	var updates strings.Builder
+	var updates, shared strings.Builder
 	for _, ttl := range ttls {
-		updates.WriteString(strings.NewReplacer("{ttl}", strconv.FormatInt(ttl, 10), "{table}", n.tableQ).Replace(renewUpdateTemplate))
+		r := strings.NewReplacer("{ttl}", strconv.FormatInt(ttl, 10), "{table}", n.tableQ, "{holds}", n.holdsQ)
+		updates.WriteString(r.Replace(renewUpdateTemplate))
+		shared.WriteString(r.Replace(renewSharedUpdateTemplate))
 	}
-	return strings.NewReplacer("{table}", n.tableQ, "{values}", values.String(), "{updates}", updates.String()).Replace(renewBatchTemplate)
+	return strings.NewReplacer("{table}", n.tableQ, "{holds}", n.holdsQ, "{values}", values.String(), "{updates}", updates.String(),
+		"{sharedUpdates}", shared.String(), "{count}", strconv.Itoa(len(idx))).Replace(renewBatchTemplate)
 }
 
 const renewBatchTemplate = `SET NOCOUNT ON;
@@ -182,7 +190,7 @@ INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, AttemptId, FencingToken, TtlU
     {values};
 
 DECLARE @out TABLE (
-    LeaseName       NVARCHAR(400)     NOT NULL,
+    LeaseName       NVARCHAR(400)     COLLATE ` + binaryCollation + ` NOT NULL,
     OwnerInstanceId NVARCHAR(400)     NOT NULL,
     AttemptId       NVARCHAR(64)      NOT NULL,
     FencingToken    BIGINT            NOT NULL,
@@ -190,6 +198,28 @@ DECLARE @out TABLE (
 );
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
 {updates}
+IF (SELECT COUNT_BIG(*) FROM @out) < {count}
+   AND EXISTS (SELECT 1 FROM @req AS r
+               INNER JOIN {table} AS m ON m.LeaseName = r.LeaseName AND m.LeaseNameBytes = DATALENGTH(r.LeaseName)
+               WHERE m.AttemptId = N'' AND m.HolderLimit > 1)
+BEGIN
+    BEGIN TRANSACTION;
+    UPDATE m
+    SET HolderLimit = m.HolderLimit
+    FROM {table} AS m WITH (ROWLOCK)
+    INNER JOIN @req AS r ON m.LeaseName = r.LeaseName AND m.LeaseNameBytes = DATALENGTH(r.LeaseName)
+    WHERE m.AttemptId = N'' AND m.HolderLimit > 1;
+    SET @now = SYSDATETIMEOFFSET();
+{sharedUpdates}
+    UPDATE m
+    SET ExpiresAtUtc = x.LastExpires
+    FROM {table} AS m WITH (ROWLOCK)
+    INNER JOIN (SELECT LeaseName, MAX(ExpiresAtUtc) AS LastExpires FROM @out GROUP BY LeaseName) AS x
+        ON m.LeaseName = x.LeaseName AND m.LeaseNameBytes = DATALENGTH(x.LeaseName)
+    WHERE m.AttemptId = N'' AND m.HolderLimit > 1 AND m.ExpiresAtUtc < x.LastExpires;
+    COMMIT TRANSACTION;
+END;
+
 SELECT LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc FROM @out;
 `
 
@@ -208,6 +238,26 @@ INNER JOIN @req AS r
     AND l.FencingToken = r.FencingToken
     AND r.TtlUs = {ttl}
 WHERE l.ExpiresAtUtc > @now;
+`
+
+// renewSharedUpdateTemplate renews, as renewUpdateTemplate, the holdings of
+// names with several holders whose TTL is {ttl} (shared.go): it runs only
+// when some request was not renewed and names a record, after the
+// records' locks, and the records are then extended with their holdings.
+const renewSharedUpdateTemplate = `
+    UPDATE h
+    SET RenewedAtUtc = @now,
+        ExpiresAtUtc = DATEADD(MICROSECOND, CAST({ttl} % 1000000 AS INT), DATEADD(SECOND, CAST({ttl} / 1000000 AS INT), @now))
+    OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
+    INTO @out (LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
+    FROM {holds} AS h WITH (ROWLOCK)
+    INNER JOIN @req AS r
+        ON  h.LeaseName = r.LeaseName AND h.LeaseNameBytes = DATALENGTH(r.LeaseName)
+        AND h.OwnerInstanceId = r.OwnerInstanceId AND DATALENGTH(h.OwnerInstanceId) = DATALENGTH(r.OwnerInstanceId)
+        AND h.AttemptId = r.AttemptId AND DATALENGTH(h.AttemptId) = DATALENGTH(r.AttemptId)
+        AND h.FencingToken = r.FencingToken
+        AND r.TtlUs = {ttl}
+    WHERE h.ExpiresAtUtc > @now;
 `
 
 // chunkNames are the keys of the requests rs[idx...].

@@ -111,7 +111,7 @@ func TestRelease(t *testing.T) {
 
 func TestInfoAndClose(t *testing.T) {
 	b, _ := newMockBackend(t)
-	if got := b.Info(); got != (backend.Info{Name: "sqlserver", Queue: true}) {
+	if got := b.Info(); got != (backend.Info{Name: "sqlserver", Queue: true, MaxLimit: backend.MaxLimit}) {
 		t.Errorf("Info = %+v", got)
 	}
 	if err := b.Close(); err != nil {

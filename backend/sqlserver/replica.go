@@ -34,7 +34,11 @@ const (
 // because that is a fault rather than a busy lease.
 func (b *Backend) confirmGrant(ctx context.Context, r backend.AcquireRequest, g backend.Grant, rowVersion []byte) (backend.Grant, error) {
 	start := time.Now()
-	confirmed, err := b.waitForReplica(ctx, r.Key, r.Owner, int64(g.Token), rowVersion)
+	owner := r.Owner
+	if r.Limit > 1 {
+		owner = "" // the row is the name's record (readReplica)
+	}
+	confirmed, err := b.waitForReplica(ctx, r.Key, owner, int64(g.Token), rowVersion)
 	if confirmed {
 		b.log.DebugContext(ctx, "grant confirmed on the replica", "key", r.Key, "token", g.Token, "waited", time.Since(start))
 		return g, nil
@@ -97,7 +101,10 @@ func (b *Backend) waitForReplica(ctx context.Context, key, owner string, token i
 // confirmed when the replica shows its RowVersion byte for byte, or a later
 // RowVersion of the same holding (same owner and token: a refresh that
 // happened meanwhile). A replica replays the primary's log in order, so a
-// later write of the row implies the grant's write.
+// later write of the row implies the grant's write. owner "" is a grant of a
+// name with several holders, whose write is of the name's record: every
+// later write of the record was made under the name's lock, after the
+// grant's commit, so any later RowVersion of it confirms.
 func (b *Backend) readReplica(ctx context.Context, key, owner string, token int64, rowVersion []byte) (replicaState, error) {
 	var (
 		got      []byte
@@ -117,6 +124,8 @@ func (b *Backend) readReplica(ctx context.Context, key, owner string, token int6
 	case c == 0 && len(got) == 8:
 		return replicaConfirmed, nil
 	case c > 0 && gotOwner == owner && gotToken == token:
+		return replicaConfirmed, nil
+	case c > 0 && owner == "" && len(got) == 8:
 		return replicaConfirmed, nil
 	}
 	return replicaBehind, nil

@@ -45,7 +45,7 @@ func newReplicaFixture(t *testing.T, timeout time.Duration) *replicaFixture {
 	)
 	f.replica = replicaMock
 	f.primary.ExpectQuery(f.b.q.acquire).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv, nil, false))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeInserted), "me", int64(8), time.Now().Add(time.Minute), f.rv, nil, false, nil))
 	return f
 }
 
@@ -159,7 +159,7 @@ func TestReplicaNotAskedWhenBusy(t *testing.T) {
 	replicaDB, _ := newMockDB(t)
 	b, mock := newMockBackend(t, WithReplica(replicaDB))
 	mock.ExpectQuery(b.q.acquire).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil, int64(500), false))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(outcomeBusy), "other", int64(3), time.Now(), nil, int64(500), false, nil))
 	g, err := b.Acquire(context.Background(), backend.AcquireRequest{Key: "job", Owner: "me", Attempt: "a", TTL: time.Second})
 	if err != nil || g.Acquired || g.Holder != "other" {
 		t.Fatalf("Acquire = %+v, %v", g, err)

@@ -153,7 +153,7 @@ func TestRetryRunsTheWholeBatchAgain(t *testing.T) {
 	// committed, and running it again refreshes the same attempt's holding.
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).WillReturnError(mssql.StreamError{InnerError: io.ErrUnexpectedEOF})
 	mock.ExpectQuery(b.q.acquire).WithArgs(acquireArgsFor(req, DefaultSweepBatch)...).
-		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), "o", int64(9), time.Now(), make([]byte, 8), nil, false))
+		WillReturnRows(sqlmock.NewRows(acquireColumns).AddRow(int64(1), "o", int64(9), time.Now(), make([]byte, 8), nil, false, nil))
 	g, err := b.Acquire(context.Background(), req)
 	if err != nil || !g.Acquired || g.Token != 9 {
 		t.Fatalf("Acquire = %+v, %v", g, err)

@@ -37,8 +37,10 @@ const attemptColumn = `NVARCHAR(64) COLLATE ` + binaryCollation + ` NOT NULL CON
 
 // ddlStatements returns the statements that create the schema, sequence,
 // table and index when they are missing, add the AttemptId column to a
-// table made by an earlier version, and create the waiter queue's table and
-// index when they are missing. Each is its own batch. CREATE SCHEMA must
+// table made by an earlier version, create the waiter queue's table and
+// index when they are missing, and add what names with several holders
+// need (shared.go): the HolderLimit columns, the holds table and its index,
+// and the keep trigger. Each is its own batch. CREATE SCHEMA must
 // be alone in its batch, hence sp_executesql.
 func ddlStatements(n objectNames) []string {
 	createSchema := "CREATE SCHEMA " + n.schemaQ
@@ -110,7 +112,74 @@ func ddlStatements(n objectNames) []string {
 		// For the sweep of entries whose waiters are gone (sweepTemplate).
 		fmt.Sprintf("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(%s) AND name = %s)\n    CREATE NONCLUSTERED INDEX %s ON %s (EntryExpiresAtUtc);",
 			quoteLiteral(n.queueQ), quoteLiteral(n.queueIndexName), n.ixQueueExpires, n.queueQ),
+
+		// Names with several holders (shared.go). HolderLimit is 1 on every
+		// exclusive row and entry (the default: no exclusive statement
+		// writes it), so a table of an earlier version gets the columns
+		// with the value its rows mean.
+		fmt.Sprintf("IF COL_LENGTH(%s, N'HolderLimit') IS NULL\n    ALTER TABLE %s ADD HolderLimit %s;",
+			quoteLiteral(n.tableQ), n.tableQ, fmt.Sprintf(limitColumn, n.dfLimit)),
+		fmt.Sprintf("IF COL_LENGTH(%s, N'HolderLimit') IS NULL\n    ALTER TABLE %s ADD HolderLimit %s;",
+			quoteLiteral(n.queueQ), n.queueQ, fmt.Sprintf(limitColumn, n.dfQueueLimit)),
+
+		// One row per holding of a name with several holders. The clustered
+		// key (name, FencingToken) stays within 900 bytes and orders a
+		// name's holdings by token (Holders); an attempt has one holding
+		// per name (a nonclustered constraint, as the queue's).
+		fmt.Sprintf(`IF OBJECT_ID(%[1]s, N'U') IS NULL
+    CREATE TABLE %[2]s (
+        LeaseName       NVARCHAR(400)     COLLATE %[3]s NOT NULL,
+        LeaseNameBytes  INT               NOT NULL,
+        AttemptId       NVARCHAR(64)      COLLATE %[3]s NOT NULL,
+        OwnerInstanceId NVARCHAR(400)     COLLATE %[3]s NOT NULL,
+        FencingToken    BIGINT            NOT NULL,
+        AcquiredAtUtc   DATETIMEOFFSET(7) NOT NULL,
+        RenewedAtUtc    DATETIMEOFFSET(7) NOT NULL,
+        ExpiresAtUtc    DATETIMEOFFSET(7) NOT NULL,
+        Metadata        NVARCHAR(4000)    NULL,
+        CONSTRAINT %[4]s PRIMARY KEY CLUSTERED (LeaseName, LeaseNameBytes, FencingToken),
+        CONSTRAINT %[5]s UNIQUE NONCLUSTERED (LeaseName, LeaseNameBytes, AttemptId),
+        CONSTRAINT %[6]s CHECK (LeaseNameBytes = DATALENGTH(LeaseName))
+    );`, quoteLiteral(n.holdsQ), n.holdsQ, binaryCollation, n.pkHolds, n.uqHoldsAttempt, n.ckHoldsBytes),
+
+		// For the sweep of expired holdings.
+		fmt.Sprintf("IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(%s) AND name = %s)\n    CREATE NONCLUSTERED INDEX %s ON %s (ExpiresAtUtc);",
+			quoteLiteral(n.holdsQ), quoteLiteral(n.holdsIndexName), n.ixHoldsExpires, n.holdsQ),
+
+		// The keep trigger (keepTriggerBody). CREATE TRIGGER must be alone
+		// in its batch, hence sp_executesql.
+		fmt.Sprintf("IF OBJECT_ID(%s, N'TR') IS NULL\n    EXEC sys.sp_executesql %s;",
+			quoteLiteral(n.keepQ), quoteLiteral(keepTrigger(n))),
 	}
+}
+
+// limitColumn is the HolderLimit column after its name (%s: the default's
+// constraint name).
+const limitColumn = `INT NOT NULL CONSTRAINT %s DEFAULT (1)`
+
+// keepTrigger is the CREATE TRIGGER of the keep trigger. A version of this
+// package without the holds table reads a name's record (shared.go) as a
+// live holding: it never grants, renews or releases it, but its revoke
+// would end it (delete it, or hand it on by rewriting it as an exclusive
+// holding) and so free the name under its holders. The trigger makes that
+// an error, which rolls the revoke back: it refuses any statement that
+// deletes a live record or turns one into another kind of row. This
+// version never does either (it lets a record expire instead). The first
+// test, on the attempt alone, is all an exclusive statement pays.
+func keepTrigger(n objectNames) string {
+	return "CREATE TRIGGER " + n.keepQ + " ON " + n.tableQ + ` AFTER UPDATE, DELETE AS
+BEGIN
+    SET NOCOUNT ON;
+    IF EXISTS (SELECT 1 FROM deleted WHERE AttemptId = N'')
+       AND EXISTS (SELECT 1 FROM deleted AS d
+                   WHERE d.AttemptId = N'' AND d.HolderLimit > 1 AND d.ExpiresAtUtc > SYSDATETIMEOFFSET()
+                     AND NOT EXISTS (SELECT 1 FROM inserted AS i
+                                     WHERE i.LeaseName = d.LeaseName AND i.LeaseNameBytes = d.LeaseNameBytes
+                                       AND i.AttemptId = N'' AND i.HolderLimit > 1))
+    BEGIN
+        THROW 50102, N'leasehold: a lease with several holders cannot be ended by this version of leasehold', 1;
+    END;
+END;`
 }
 
 // CreateScript returns the DDL that EnsureSchema runs, as a script of batches
@@ -132,9 +201,10 @@ func CreateScript(schema, table string) string {
 	return b.String()
 }
 
-// EnsureSchema creates the schema, sequence, table and index of a lease table
-// and its waiter queue's table and index when they are missing, adds the
-// AttemptId column to a table made by an earlier version, and checks that
+// EnsureSchema creates the schema, sequence, table and index of a lease table,
+// its waiter queue's and its holds table with their indexes, and the keep
+// trigger when they are missing, adds the AttemptId and HolderLimit columns
+// to tables made by an earlier version, and checks that
 // the tables and sequence are what this backend needs (ErrSchemaMismatch
 // otherwise, for example when an object with the sequence's name is not a
 // sequence). It first refuses a database with
@@ -142,8 +212,9 @@ func CreateScript(schema, table string) string {
 // idempotent and safe when several instances run it at once: an "already
 // exists" error from a concurrent creator counts as success. It needs CREATE
 // SCHEMA (when the schema is missing), CREATE SEQUENCE, CREATE TABLE and
-// ALTER on the table (for the upgrade); the backend itself needs only SELECT,
-// INSERT, UPDATE, DELETE on the two tables and UPDATE on the sequence.
+// ALTER on the table (for the upgrade and the keep trigger); the backend
+// itself needs only SELECT, INSERT, UPDATE, DELETE on the three tables and
+// UPDATE on the sequence.
 func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if db == nil {
 		return errors.New("sqlserver: EnsureSchema: nil *sql.DB")
@@ -166,7 +237,10 @@ func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if err := checkTableShape(ctx, db, n, n.tableQ, requiredColumns); err != nil {
 		return err
 	}
-	return checkTableShape(ctx, db, n, n.queueQ, requiredQueueColumns)
+	if err := checkTableShape(ctx, db, n, n.queueQ, requiredQueueColumns); err != nil {
+		return err
+	}
+	return checkTableShape(ctx, db, n, n.holdsQ, requiredHoldsColumns)
 }
 
 func isAlreadyExists(err error) bool { return hasErrorNumber(err, alreadyExists...) }
@@ -273,6 +347,7 @@ var requiredColumns = map[string]string{
 	"ExpiresAtUtc":    "",
 	"Metadata":        "",
 	"RowVersion":      "",
+	"HolderLimit":     "",
 }
 
 // requiredQueueColumns are the columns of the queue table, as above.
@@ -288,6 +363,20 @@ var requiredQueueColumns = map[string]string{
 	"EnqueuedAtUtc":     "",
 	"EntryExpiresAtUtc": "",
 	"TurnStartedAtUtc":  "",
+	"HolderLimit":       "",
+}
+
+// requiredHoldsColumns are the columns of the holds table, as above.
+var requiredHoldsColumns = map[string]string{
+	"LeaseName":       binaryCollation,
+	"LeaseNameBytes":  "",
+	"AttemptId":       binaryCollation,
+	"OwnerInstanceId": binaryCollation,
+	"FencingToken":    "",
+	"AcquiredAtUtc":   "",
+	"RenewedAtUtc":    "",
+	"ExpiresAtUtc":    "",
+	"Metadata":        "",
 }
 
 // tableShapeSQL lists the columns of a table with their collations.

@@ -52,8 +52,8 @@ func TestCreateScriptDefaultTable(t *testing.T) {
 			t.Errorf("CreateScript lacks %q:\n%s", want, s)
 		}
 	}
-	if n := strings.Count(s, "\nGO\n"); n != 7 {
-		t.Errorf("%d batches, want 7", n)
+	if n := strings.Count(s, "\nGO\n"); n != 12 {
+		t.Errorf("%d batches, want 12", n)
 	}
 }
 
@@ -139,9 +139,12 @@ func expectObjects(mock sqlmock.Sqlmock, n objectNames, table, sequence, queue s
 func expectShapes(mock sqlmock.Sqlmock, n objectNames, table, queue map[string]string) {
 	mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(shapeRows(requiredColumns, table))
 	mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.queueQ)).WillReturnRows(shapeRows(requiredQueueColumns, queue))
+	if queue == nil { // a queue of the wrong shape ends the checks
+		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.holdsQ)).WillReturnRows(shapeRows(requiredHoldsColumns, nil))
+	}
 }
 
-// expectDDL expects the durability check and the seven DDL batches; fail,
+// expectDDL expects the durability check and the DDL batches; fail,
 // when not nil, answers the batch at that index with an error.
 func expectDDL(mock sqlmock.Sqlmock, n objectNames, failAt int, fail error) {
 	expectDurability(mock, "DISABLED")
@@ -280,6 +283,7 @@ func TestEnsureSchema(t *testing.T) {
 		}
 		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.tableQ)).WillReturnRows(lower(requiredColumns))
 		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.queueQ)).WillReturnRows(lower(requiredQueueColumns))
+		mock.ExpectQuery(tableShapeSQL).WithArgs(sql.Named("table", n.holdsQ)).WillReturnRows(lower(requiredHoldsColumns))
 		if err := EnsureSchema(ctx, db, "lease", "Leases"); err != nil {
 			t.Fatal(err)
 		}

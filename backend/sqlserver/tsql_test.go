@@ -59,7 +59,8 @@ func forGrammar(sql string) string {
 }
 
 // backendBatches collects every batch the backend can send, built by the
-// backend's own builders: acquire with and without the sweep, renew, batched
+// backend's own builders: acquire (exclusive and shared) with and without
+// the sweep, holders, renew, batched
 // renew (one and several requests), release, the replica read, inspect, list
 // and revoke (acquire, release and revoke with the waiter queue's
 // statements), every
@@ -75,9 +76,11 @@ func backendBatches(t *testing.T) []tsqlBatch {
 		for _, sweep := range []bool{true, false} {
 			q := newQueries(n, sweep)
 			add(fmt.Sprintf("acquire (sweep %t) %s", sweep, n), q.acquire)
+			add(fmt.Sprintf("acquire shared (sweep %t) %s", sweep, n), q.acquireShared)
 			if !sweep {
 				continue
 			}
+			add("holders "+n.String(), q.holders)
 			add("renew "+n.String(), q.renew)
 			add("release "+n.String(), q.release)
 			add("replica read "+n.String(), q.replica)
@@ -90,6 +93,9 @@ func backendBatches(t *testing.T) []tsqlBatch {
 		for i, stmt := range ddlStatements(n) {
 			add(fmt.Sprintf("DDL %d %s", i, n), stmt)
 		}
+		// The keep trigger's CREATE TRIGGER, which the DDL carries as a
+		// string literal.
+		add("keep trigger "+n.String(), keepTrigger(n))
 		add("CreateScript "+n.String(), CreateScript(tn.schema, tn.table))
 	}
 	add("CreateScript of a rejected name", CreateScript("lease", "bad\x00name"))
