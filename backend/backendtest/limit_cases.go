@@ -326,19 +326,28 @@ func (s *suite) lHeadsTurn(t *testing.T) {
 	// w1 must queue before the holdings expire: a TTL the next calls come
 	// within on a loaded machine.
 	mustSlot(t, b, k, "o1", n, s.short)
-	mustSlot(t, b, k, "o2", n, s.short)
+	o2 := mustSlot(t, b, k, "o2", n, s.short)
 	w1 := queueSlot(t, b, k, "w1", n, longQueue())
-	// Both slots free by expiry; w1 is ahead for one of them only.
+	// Both slots free by expiry; w1 is ahead for one of them only (handed
+	// it by the newcomer's acquire that finds o1's slot free while o2's
+	// holding lives, when the two expire apart).
 	var first held
 	s.eventually(t, "the expired slots to free", func() bool {
 		first = slotAs(t, b, k, "newcomer1", newAttempt(), n, time.Minute, backend.QueueRequest{})
 		return first.Acquired
 	})
 	if r := slotAs(t, b, k, "newcomer2", newAttempt(), n, time.Minute, backend.QueueRequest{}); r.Acquired {
-		t.Fatalf("a second newcomer got %+v: the last slot is w1's turn", r.Grant)
+		t.Fatalf("a second newcomer got %+v: the last slot is w1's", r.Grant)
 	}
-	g := pickUpSlot(t, b, w1, n, first.Token)
-	mustHolders(t, b, k, n, first, g)
+	g := pickUpSlot(t, b, w1, n, o2.Token)
+	if g.Token == first.Token {
+		t.Fatalf("w1 and newcomer1 both got token %d", g.Token)
+	}
+	if g.Token < first.Token {
+		mustHolders(t, b, k, n, g, first)
+	} else {
+		mustHolders(t, b, k, n, first, g)
+	}
 }
 
 // A waiter handed a slot that never picks it up loses it at the end of its
@@ -384,9 +393,9 @@ func (s *suite) lRevoke(t *testing.T) {
 	mustHolders(t, b, k, n, a2, g)
 }
 
-// A queued waiter that never comes back for a slot freed by expiry lets its
-// turn pass after its pickup window: the next waiter is granted then, and
-// not before.
+// A queued waiter that never comes back for a slot freed by expiry (handed
+// it by the next acquire, the name having another holding) keeps it for
+// its pickup window only: the next waiter is granted then, and not before.
 func (s *suite) lDeadHeadsTurn(t *testing.T) {
 	const n = 2
 	b, k := s.limitBackend(t, n, true), uniq(t)
@@ -397,8 +406,8 @@ func (s *suite) lDeadHeadsTurn(t *testing.T) {
 	var g held
 	s.eventually(t, "the short holding to expire and the dead head's turn to pass", func() bool {
 		g = slotAs(t, b, k, next.owner, next.attempt, n, time.Minute, longQueue())
-		if !g.Acquired && g.Holder == "" && g.HolderExpiresIn > s.tiny {
-			t.Fatalf("refused for a turn of %v, longer than the dead head's window %v", g.HolderExpiresIn, s.tiny)
+		if !g.Acquired && (g.Holder == "" || g.Holder == "dead") && g.HolderExpiresIn > s.tiny {
+			t.Fatalf("refused by %q for %v, longer than the dead head's window %v", g.Holder, g.HolderExpiresIn, s.tiny)
 		}
 		return g.Acquired
 	})
