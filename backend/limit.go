@@ -22,11 +22,19 @@ import (
 //
 // Grant. The attempt's own live holding is refreshed, as for an exclusive
 // key. Otherwise a new holding needs a free slot (fewer than n live
-// holdings) and, when the key's queue has live entries, the attempt must be
-// among the first (n - live holdings) of them, or the heads ahead of it must
-// have let their turn pass (each head's turn is its Queue.Pickup, counted
-// from the first acquire that found a slot free for it, as for an exclusive
-// key). A refusal because every slot is taken names, in Holder, HolderToken,
+// holdings). While the key has live holdings, its free slots go first to
+// the live entries of limit n queued ahead of the attempt, in queue order,
+// in the same step: each such entry is handed one as a release hands on its
+// slot (below; entries of another limit, or of an attempt that holds
+// already, are dropped on the way), and the attempt gets a slot only if
+// one is left. Queued heads are thus never left to find a free slot by
+// polling, which on a busy name they may never do: the slots that releases
+// hand on reach each of them first. With no live holding, the attempt must
+// be among the first n live entries of the queue, or the heads ahead of it
+// must have let their turn pass (each head's turn is its Queue.Pickup,
+// counted from the first acquire that found a slot free for it since the
+// last grant, as for an exclusive key). A refusal because every slot is
+// taken (by the hand-offs of this step too) names, in Holder, HolderToken,
 // HolderExpiresAt and HolderExpiresIn, the live holding that ends first; a
 // refusal for the heads' turn names no holder, with HolderExpiresIn the
 // shortest turn left. A refused waiting attempt is queued as for an
@@ -39,8 +47,11 @@ import (
 // the live holding that ends first.
 //
 // Expiry. A holding that expires frees its slot and hands nothing on by
-// itself; the turn above applies. Tokens are one counter per key, shared
-// by all its holders: every grant gets a token above every earlier one.
+// itself: the next acquire of the key hands it on while other holdings are
+// live, and the heads' turn applies when none is (Grant). A dead head
+// handed a slot costs the others its pickup window, as after a release.
+// Tokens are one counter per key, shared by all its holders: every grant
+// and hand-off gets a token above every earlier one.
 //
 // Inspect answers the live holding that ends first; Holders and List answer
 // every one.

@@ -1,7 +1,9 @@
 package backendtest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ func (s *suite) limitCases() []testCase {
 		{"HeadsHaveTheirTurnAfterAnExpiry", s.lHeadsTurn},
 		{"DeadWaiterIsSkipped", s.lDeadWaiter},
 		{"DeadHeadsTurnPasses", s.lDeadHeadsTurn},
+		{"FreedSlotsGoToHeadsWhileOneIsHandedOn", s.lFreedToHeads},
 		{"RevokeFreesOneSlotAndHandsItOn", s.lRevoke},
 	}
 }
@@ -323,19 +326,28 @@ func (s *suite) lHeadsTurn(t *testing.T) {
 	// w1 must queue before the holdings expire: a TTL the next calls come
 	// within on a loaded machine.
 	mustSlot(t, b, k, "o1", n, s.short)
-	mustSlot(t, b, k, "o2", n, s.short)
+	o2 := mustSlot(t, b, k, "o2", n, s.short)
 	w1 := queueSlot(t, b, k, "w1", n, longQueue())
-	// Both slots free by expiry; w1 is ahead for one of them only.
+	// Both slots free by expiry; w1 is ahead for one of them only (handed
+	// it by the newcomer's acquire that finds o1's slot free while o2's
+	// holding lives, when the two expire apart).
 	var first held
 	s.eventually(t, "the expired slots to free", func() bool {
 		first = slotAs(t, b, k, "newcomer1", newAttempt(), n, time.Minute, backend.QueueRequest{})
 		return first.Acquired
 	})
 	if r := slotAs(t, b, k, "newcomer2", newAttempt(), n, time.Minute, backend.QueueRequest{}); r.Acquired {
-		t.Fatalf("a second newcomer got %+v: the last slot is w1's turn", r.Grant)
+		t.Fatalf("a second newcomer got %+v: the last slot is w1's", r.Grant)
 	}
-	g := pickUpSlot(t, b, w1, n, first.Token)
-	mustHolders(t, b, k, n, first, g)
+	g := pickUpSlot(t, b, w1, n, o2.Token)
+	if g.Token == first.Token {
+		t.Fatalf("w1 and newcomer1 both got token %d", g.Token)
+	}
+	if g.Token < first.Token {
+		mustHolders(t, b, k, n, g, first)
+	} else {
+		mustHolders(t, b, k, n, first, g)
+	}
 }
 
 // A waiter handed a slot that never picks it up loses it at the end of its
@@ -381,9 +393,9 @@ func (s *suite) lRevoke(t *testing.T) {
 	mustHolders(t, b, k, n, a2, g)
 }
 
-// A queued waiter that never comes back for a slot freed by expiry lets its
-// turn pass after its pickup window: the next waiter is granted then, and
-// not before.
+// A queued waiter that never comes back for a slot freed by expiry (handed
+// it by the next acquire, the name having another holding) keeps it for
+// its pickup window only: the next waiter is granted then, and not before.
 func (s *suite) lDeadHeadsTurn(t *testing.T) {
 	const n = 2
 	b, k := s.limitBackend(t, n, true), uniq(t)
@@ -394,10 +406,120 @@ func (s *suite) lDeadHeadsTurn(t *testing.T) {
 	var g held
 	s.eventually(t, "the short holding to expire and the dead head's turn to pass", func() bool {
 		g = slotAs(t, b, k, next.owner, next.attempt, n, time.Minute, longQueue())
-		if !g.Acquired && g.Holder == "" && g.HolderExpiresIn > s.tiny {
-			t.Fatalf("refused for a turn of %v, longer than the dead head's window %v", g.HolderExpiresIn, s.tiny)
+		if !g.Acquired && (g.Holder == "" || g.Holder == "dead") && g.HolderExpiresIn > s.tiny {
+			t.Fatalf("refused by %q for %v, longer than the dead head's window %v", g.Holder, g.HolderExpiresIn, s.tiny)
 		}
 		return g.Acquired
 	})
 	mustHolders(t, b, k, n, long, g)
+}
+
+// Slots freed by expiry go to the queued heads at the next acquire, as a
+// release hands on its slot, while another slot is handed on from release
+// to head: on a busy name the heads are handed that slot before their own
+// polls come, so a free slot that waited for a head's poll could stay
+// unused for good.
+func (s *suite) lFreedToHeads(t *testing.T) {
+	const n = 3
+	b, k := s.limitBackend(t, n, true), uniq(t)
+	a := mustSlot(t, b, k, "a", n, time.Minute)
+	// The waiters must queue before these expire: a TTL the next calls come
+	// within on a loaded machine.
+	q := longQueue()
+	var notices <-chan backend.HandOff
+	if b.Info().HandOffNotices {
+		q.Notify, q.Poll = newAttempt(), 1
+		notices = s.watchHandOffs(t, b, q.Notify)
+	}
+	mustSlot(t, b, k, "x1", n, s.short)
+	mustSlot(t, b, k, "x2", n, s.short)
+	w := make([]held, 4)
+	for i := range w {
+		w[i] = queueSlot(t, b, k, fmt.Sprintf("w%d", i+1), n, q)
+	}
+	s.eventually(t, "the short holdings to expire", func() bool { return len(holders(t, b, k)) == 1 })
+
+	release(t, b, a) // one release, one hand-off: to w1, and no more
+	mustOwners(t, b, k, "w1")
+	// A newcomer finds two slots free, with w2 and w3 ahead of it: they are
+	// handed them, and it is refused as by full slots.
+	late := slotAs(t, b, k, "late", newAttempt(), n, time.Minute, longQueue())
+	if late.Acquired || late.Holder == "" || !late.Queued {
+		t.Fatalf("a newcomer behind the heads of two free slots = %+v, want a refusal naming a holder, queued", late.Grant)
+	}
+	hs := mustOwners(t, b, k, "w1", "w2", "w3")
+	for _, h := range hs[1:] {
+		if h.ExpiresIn > queueLong {
+			t.Errorf("%s's hand-off ends in %v, after its pickup window %v", h.Owner, h.ExpiresIn, queueLong)
+		}
+	}
+	if notices != nil {
+		// One notice per hand-off: w1's by the release, then w2's and w3's.
+		for i, want := range hs {
+			select {
+			case h := <-notices:
+				if h.Key != k || h.Owner != want.Owner || h.Attempt != w[i].attempt || h.Token != want.Token || h.Poll != 1 {
+					t.Errorf("notice %+v, want key %q, owner %s, attempt %s, token %d, poll 1", h, k, want.Owner, w[i].attempt, want.Token)
+				}
+			case <-time.After(s.patience):
+				t.Fatalf("no hand-off notice to %s", want.Owner)
+			}
+		}
+	}
+	g2 := pickUpSlot(t, b, w[1], n, hs[0].Token)
+	if g2.Token != hs[1].Token {
+		t.Errorf("w2's pickup: token %d, want its hand-off's %d", g2.Token, hs[1].Token)
+	}
+	// The slot handed to w1 goes on to w4 at w1's release.
+	w1 := held{Grant: backend.Grant{Acquired: true, Token: hs[0].Token}, key: k, owner: "w1", attempt: w[0].attempt}
+	release(t, b, w1)
+	mustOwners(t, b, k, "w2", "w3", "w4")
+}
+
+// mustOwners checks that key's live holdings are, in token order, those of
+// owners, and returns them.
+func mustOwners(t *testing.T, b backend.Backend, key string, owners ...string) []backend.Holder {
+	t.Helper()
+	hs := holders(t, b, key)
+	got := make([]string, len(hs))
+	for i, h := range hs {
+		got[i] = h.Owner
+	}
+	if fmt.Sprint(got) != fmt.Sprint(owners) {
+		t.Fatalf("Holders(%q) are those of %v, want %v", key, got, owners)
+	}
+	return hs
+}
+
+// watchHandOffs delivers the hand-off notices to addr until the test ends,
+// from when the watch says it is ready.
+func (s *suite) watchHandOffs(t *testing.T, b backend.Backend, addr string) <-chan backend.HandOff {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan backend.HandOff, 16)
+	ready := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.WatchHandOffs(ctx, addr, func(h backend.HandOff) {
+			select {
+			case got <- h:
+			case <-ctx.Done():
+			}
+		}, func() {
+			select {
+			case ready <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case <-ready:
+	case <-time.After(s.patience):
+		t.Fatal("the hand-off watch never said it was ready")
+	}
+	return got
 }

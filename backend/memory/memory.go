@@ -122,15 +122,20 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	}
 	s := b.shard(r.Key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := b.now() // within the step (see Backend.now)
 	s.acquires++
 	if s.acquires%sweepEvery == 0 {
 		s.sweepLocked(now)
 	}
 	if r.Limit > 1 {
-		return b.acquireSemLocked(s, r, now), nil
+		g, hs := b.acquireSemLocked(s, r, now)
+		s.mu.Unlock()
+		for _, h := range hs {
+			b.sendHandOff(h.addr, h.h)
+		}
+		return g, nil
 	}
+	defer s.mu.Unlock()
 	e := s.leases[r.Key]
 	switch {
 	case e != nil && now.Before(e.expires) && (e.attempt != r.Attempt || e.owner != r.Owner):

@@ -66,11 +66,12 @@ func (s *shard) liveSemLocked(key string, now time.Time) *semaphore {
 	return m
 }
 
-// acquireSemLocked is Acquire with r.Limit > 1.
-func (b *Backend) acquireSemLocked(s *shard, r backend.AcquireRequest, now time.Time) backend.Grant {
+// acquireSemLocked is Acquire with r.Limit > 1, and the hand-offs it made
+// (to be sent once the shard is unlocked).
+func (b *Backend) acquireSemLocked(s *shard, r backend.AcquireRequest, now time.Time) (g backend.Grant, hs []pendingHandOff) {
 	if e := s.leases[r.Key]; e != nil {
 		if now.Before(e.expires) { // an exclusive holding: limit 1
-			return backend.Grant{Holder: e.owner, HolderToken: e.token, HolderExpiresAt: e.expires, HolderExpiresIn: e.expires.Sub(now), HeldLimit: 1}
+			return backend.Grant{Holder: e.owner, HolderToken: e.token, HolderExpiresAt: e.expires, HolderExpiresIn: e.expires.Sub(now), HeldLimit: 1}, nil
 		}
 		s.deleteLocked(r.Key)
 	}
@@ -79,18 +80,19 @@ func (b *Backend) acquireSemLocked(s *shard, r backend.AcquireRequest, now time.
 		if m.limit != r.Limit {
 			g := m.refusal(now)
 			g.HeldLimit = m.limit
-			return g
+			return g, nil
 		}
 		if i := m.find(r.Owner, r.Attempt, 0); i >= 0 { // the same attempt again: refresh, keep token
 			e := m.holds[i]
 			e.expires, e.metadata = now.Add(r.TTL), r.Metadata
-			return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}
+			return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, nil
 		}
+		hs = b.handFreeSemLocked(s, r, m, now)
 		if len(m.holds) >= r.Limit {
 			m.waited = m.waited || r.Wait
 			g := m.refusal(now)
 			g.Queued = s.enqueueLocked(r.Key, r, now)
-			return g
+			return g, hs
 		}
 	}
 	free := r.Limit
@@ -102,7 +104,7 @@ func (b *Backend) acquireSemLocked(s *shard, r backend.AcquireRequest, now time.
 			m.waited = m.waited || r.Wait
 		}
 		queued := s.enqueueLocked(r.Key, r, now)
-		return backend.Grant{HolderExpiresAt: now.Add(turn), HolderExpiresIn: turn, Queued: queued}
+		return backend.Grant{HolderExpiresAt: now.Add(turn), HolderExpiresIn: turn, Queued: queued}, hs
 	}
 	if m == nil {
 		m = &semaphore{limit: r.Limit}
@@ -114,7 +116,49 @@ func (b *Backend) acquireSemLocked(s *shard, r backend.AcquireRequest, now time.
 		q.clearTurns()
 	}
 	m.holds = append(m.holds, e)
-	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}
+	return backend.Grant{Acquired: true, Token: e.token, ExpiresAt: e.expires}, hs
+}
+
+// pendingHandOff is a hand-off made under a shard's lock, to be sent to
+// addr once it is unlocked.
+type pendingHandOff struct {
+	addr string
+	h    backend.HandOff
+}
+
+// handFreeSemLocked hands the free slots of key's semaphore m (which has
+// live holdings) to the live entries of its limit queued ahead of r's
+// attempt, in order, each for its pickup window, as a release hands on its
+// slot: the heads need not poll for a slot that expiry freed, which on a
+// busy name they may never do while the other slots are handed on to them.
+// Entries of another limit ahead are dropped, as a release drops them.
+func (b *Backend) handFreeSemLocked(s *shard, r backend.AcquireRequest, m *semaphore, now time.Time) []pendingHandOff {
+	q := s.queues[r.Key]
+	if q == nil || len(m.holds) >= m.limit {
+		return nil
+	}
+	q.dropExpired(now)
+	var hs []pendingHandOff
+	for i := 0; i < len(q.entries) && len(m.holds) < m.limit; {
+		e := &q.entries[i]
+		if e.is(r.Owner, r.Attempt) {
+			break // the caller's own place: it is granted as usual
+		}
+		if e.limit != m.limit || m.find(e.owner, e.attempt, 0) >= 0 {
+			q.removeAt(i)
+			continue
+		}
+		w := q.removeAt(i)
+		n := &entry{owner: w.owner, attempt: w.attempt, token: b.lastTok.Add(1), expires: now.Add(w.pickup), metadata: w.metadata}
+		m.holds = append(m.holds, n)
+		hs = append(hs, pendingHandOff{w.notify, backend.HandOff{Key: r.Key, Owner: w.owner, Attempt: w.attempt, Token: n.token, Poll: w.poll}})
+	}
+	if len(q.entries) == 0 {
+		delete(s.queues, r.Key)
+	} else if len(hs) > 0 {
+		m.waited = true
+	}
+	return hs
 }
 
 // semTurnLocked applies the heads' turns to an acquire that finds free slots

@@ -34,6 +34,7 @@ const recordOwner = "leasehold: several holders"
 type sharedQueries struct {
 	lockRecord, begin, record, drop, live, refresh, extend, mark, dropEntries, entries string
 	startTurns, lapse, grant, upsertRecord, leave, clearTurns, enqueue, queued         string
+	heads, handed                                                                      string
 }
 
 func buildShared(n names) sharedQueries {
@@ -108,6 +109,14 @@ ON CONFLICT (lease_name, attempt) DO UPDATE SET
 WHERE q.owner_instance_id = excluded.owner_instance_id
 RETURNING true`, n.queue, backend.MaxQueueEntries),
 		queued: fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s WHERE lease_name = $1 AND attempt = $3 AND owner_instance_id = $4 AND expires_at > $2::timestamptz)`, n.queue),
+		// The live entries, in order, with what a hand-off needs.
+		heads: fmt.Sprintf(`SELECT attempt, owner_instance_id, pickup_us, holder_limit, metadata, notify_address, notify_channel, poll FROM %[1]s
+WHERE lease_name = $1 AND expires_at > $2::timestamptz ORDER BY place`, n.queue),
+		// The record after hand-offs that took every free slot: the latest
+		// token, an expiry no earlier than theirs, marked while entries
+		// remain.
+		handed: fmt.Sprintf(`UPDATE %[1]s SET fencing_token = $2, expires_at = GREATEST(expires_at, $3), waited = waited OR $4
+WHERE lease_name = $1 AND attempt = '' AND holder_limit > 1`, n.table),
 	}
 }
 
@@ -233,6 +242,32 @@ func (b *Backend) acquireSharedOnce(ctx context.Context, r backend.AcquireReques
 		if len(holds) >= r.Limit {
 			return refuse(holds[0].refusal())
 		}
+		var handed []sharedHolding
+		if len(holds) > 0 {
+			var othersWait bool
+			if handed, othersWait, err = b.handFreeShared(ctx, tx, r, holds, now); err != nil {
+				return err
+			}
+			if len(holds)+len(handed) >= r.Limit {
+				// Every slot is taken now: the caller is refused as by full
+				// slots, naming the holding that ends first.
+				last, first := handed[len(handed)-1], holds[0]
+				latest := first.expires
+				for _, h := range append(holds, handed...) {
+					if h.expires.Before(first.expires) {
+						first = h
+					}
+					if h.expires.After(latest) {
+						latest = h.expires
+					}
+				}
+				if _, err := tx.Exec(ctx, q.handed, r.Key, last.token, latest, othersWait); err != nil {
+					return err
+				}
+				return refuse(first.refusal())
+			}
+			holds = append(holds, handed...)
+		}
 		turn, err := b.sharedTurn(ctx, tx, r, r.Limit-len(holds), now)
 		if err != nil {
 			return err
@@ -277,6 +312,72 @@ func (b *Backend) acquireSharedOnce(ctx context.Context, r backend.AcquireReques
 		return backend.Grant{}, err
 	}
 	return g, nil
+}
+
+// handFreeShared hands the free slots of a name with live holdings holds to
+// the live entries of its limit queued ahead of r's attempt, in order, each
+// for its pickup window, as a release hands on its slot (backend/limit.go):
+// the heads need not poll for a slot that expiry freed, which on a busy
+// name they may never do while the other slots are handed on to them.
+// Entries of another limit, or of an attempt that holds already, are
+// dropped on the way. It answers the holdings handed (in token order) and
+// whether entries remain.
+func (b *Backend) handFreeShared(ctx context.Context, tx pgx.Tx, r backend.AcquireRequest, holds []sharedHolding, now time.Time) ([]sharedHolding, bool, error) {
+	q := &b.sq
+	type entry struct {
+		attempt, owner, metadata, address, channel string
+		pickup, poll                               int64
+		limit                                      int32
+	}
+	rows, err := tx.Query(ctx, q.heads, r.Key, now)
+	if err != nil {
+		return nil, false, err
+	}
+	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (entry, error) {
+		var e entry
+		return e, row.Scan(&e.attempt, &e.owner, &e.pickup, &e.limit, &e.metadata, &e.address, &e.channel, &e.poll)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	holding := map[string]bool{}
+	for _, h := range holds {
+		holding[h.attempt] = true
+	}
+	var (
+		handed []sharedHolding
+		gone   []string
+	)
+	free := r.Limit - len(holds)
+	i := 0
+	for ; i < len(entries) && free > 0; i++ {
+		e := entries[i]
+		if e.attempt == r.Attempt && e.owner == r.Owner {
+			break // the caller's own place: it is granted as usual
+		}
+		gone = append(gone, e.attempt)
+		if int(e.limit) != r.Limit || holding[e.attempt] {
+			continue
+		}
+		h := sharedHolding{attempt: e.attempt, owner: e.owner, left: e.pickup}
+		if err := tx.QueryRow(ctx, q.grant, r.Key, now, e.attempt, e.owner, e.pickup, b.q.seq, e.metadata).Scan(&h.token, &h.expires); err != nil {
+			return nil, false, err
+		}
+		if e.channel != "" {
+			msg := fmt.Sprintf("1 %d %d %s %s %d %s %s", h.token, e.poll, e.address, e.attempt, len(e.owner), e.owner, r.Key)
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, e.channel, msg); err != nil {
+				return nil, false, err
+			}
+		}
+		handed = append(handed, h)
+		free--
+	}
+	if len(gone) > 0 {
+		if _, err := tx.Exec(ctx, q.lapse, r.Key, gone); err != nil {
+			return nil, false, err
+		}
+	}
+	return handed, i < len(entries), nil
 }
 
 // sharedTurn applies the heads' turns to an acquire that finds free slots

@@ -71,10 +71,10 @@ func (b *Backend) acquireCall(r backend.AcquireRequest) scriptCall {
 	script := acquireScript
 	args := []any{r.Owner, r.Attempt, ttlMillis(r.TTL), r.Metadata, b.graceArg, wait}
 	if r.Limit > 1 {
-		// One of n slots: the shared script, the limit before the queue's
-		// arguments.
+		// One of n slots: the shared script, the limit and what a hand-off
+		// of a free slot is published with before the queue's arguments.
 		script = acquireSharedScript
-		args = append(args, strconv.Itoa(r.Limit))
+		args = append(args, strconv.Itoa(r.Limit), b.handOffArg, r.Key)
 	}
 	if q := r.Queue; b.cfg.queue && r.Wait && q.EntryTTL > 0 {
 		notify := q.Notify

@@ -1,18 +1,19 @@
 -- acquire_shared: acquire.lua for a limit above 1 (ARGV[7]): grant one of
--- the name's n slots to an attempt, refresh that attempt's own holding, or
--- report what stands in the way (the holding that ends first, the heads'
--- turn, the restart grace, or a limit that differs from the live
--- holdings'). KEYS, ARGV, the shared record and replies: CONTRACT.md.
+-- the name's n slots to an attempt (after handing the free slots to the
+-- queued heads ahead of it), refresh that attempt's own holding, or report
+-- what stands in the way (the holding that ends first, the heads' turn,
+-- the restart grace, or a limit that differs from the live holdings').
+-- KEYS, ARGV, the shared record and replies: CONTRACT.md.
 local t = redis.call('TIME')
 local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
 local cur = redis.call('HMGET', KEYS[1], 'v', 'owner', 'att', 'token', 'exp', 'w')
 local n = tonumber(ARGV[7])
 local exp = now_ms + ARGV[3]
-local queue_asked = ARGV[8] ~= nil
+local queue_asked = ARGV[10] ~= nil
 
 	--[[queue.lua]]
 	--[[shared.lua]]
-	local qa, qlimit = 8, n -- enqueue's arguments start at ARGV[8]; an entry of limit n
+	local qa, qlimit = 10, n -- enqueue's arguments start at ARGV[10]; an entry of limit n
 	--[[enqueue.lua]]
 
 -- counter is the fence counter's text (nil for none); look says whether
@@ -67,6 +68,10 @@ for _, h in ipairs(live) do
 	end
 end
 
+-- handed holds the fields of the holdings handed on below (hand_free),
+-- their count, and the latest end among them (0: none).
+local handed, nhanded, handed_exp = {}, 0, 0
+
 -- refuse answers a refusal with the holding part r (owner, token, expires,
 -- pttl): the record is marked when the caller waits (or queues) and it is
 -- not yet, and the caller is queued if it asked.
@@ -97,15 +102,82 @@ if ARGV[5] ~= '0' then
 	end
 end
 
--- The heads' turns: the caller is granted when fewer than free live
--- entries are ahead of it; otherwise the first free live entries have
+-- With live holdings, the free slots go to the live entries of limit n
+-- ahead of the caller, in order, each a hand-off for its pickup window as a
+-- release makes one (entries of another limit, or of an attempt that holds
+-- already, dropped on the way): the heads need not poll for a slot that
+-- expiry freed, which on a busy name they may never do while the other
+-- slots are handed on to them. The caller is granted if a slot is left.
+-- With none, the heads' turns: the caller is granted when fewer than free
+-- live entries are ahead of it; otherwise the first free live entries have
 -- their turn, each for its pickup window from the first acquire that found
 -- a slot free for it since the last grant (g; a turn that began no later
 -- is void), and a head whose turn passed leaves the queue.
 local free = n - #live
 local queued_here = false
 local any_left = false
-if look and redis.call('LINDEX', KEYS[3], 0) then
+if look and #live > 0 and redis.call('LINDEX', KEYS[3], 0) then
+	local holds = {}
+	for _, h in ipairs(live) do
+		holds[h.a] = true
+	end
+	local all = redis.call('LRANGE', KEYS[3], 0, -1)
+	for _, a in ipairs(all) do
+		if free == 0 then
+			break
+		end
+		local d = redis.call('HGET', KEYS[4], a)
+		local e = d and entry_of(d)
+		if e and e.exp > now_ms and a == ARGV[2] then
+			queued_here = true
+			break
+		end
+		redis.call('LREM', KEYS[3], 1, a)
+		redis.call('HDEL', KEYS[4], a)
+		if e and e.exp > now_ms and e.limit == n and not holds[a] then
+			local token, err = new_token(t, counter)
+			if not token then
+				return err
+			end
+			counter = token
+			local until_ms = now_ms + e.pickup
+			handed[#handed + 1], handed[#handed + 2] = 'h:' .. a,
+				holding_text({exp = until_ms, token = token, owner = e.owner, meta = e.meta})
+			nhanded, handed_exp, free = nhanded + 1, math.max(handed_exp, until_ms), free - 1
+			if first == nil or until_ms < first.exp then
+				first = {owner = e.owner, token = token, exp = until_ms}
+			end
+			if ARGV[8] ~= '' and e.notify ~= '' then
+				redis.call('PUBLISH', ARGV[8] .. e.notify,
+					ARGV[9] .. '\0' .. e.owner .. '\0' .. a .. '\0' .. token .. '\0' .. e.poll)
+			end
+		end
+	end
+	if queued_here then
+		redis.call('LREM', KEYS[3], 1, ARGV[2])
+		redis.call('HDEL', KEYS[4], ARGV[2])
+	end
+	if redis.call('LLEN', KEYS[3]) > 0 then
+		any_left = true
+	else
+		redis.call('DEL', KEYS[4]) -- the bookkeeping goes with the last entry
+	end
+	if free == 0 then
+		-- Every slot is taken now: the hand-offs are written, and the caller
+		-- is refused as by full slots.
+		if #dead > 0 then
+			redis.call('HDEL', KEYS[1], unpack(dead))
+		end
+		handed[#handed + 1], handed[#handed + 2] = 'token', counter
+		handed[#handed + 1], handed[#handed + 2] = 'g', string.format('%d', now_ms)
+		handed[#handed + 1], handed[#handed + 2] = 'c', string.format('%d', #live + nhanded)
+		if handed_exp > tonumber(cur[5]) then
+			handed[#handed + 1], handed[#handed + 2] = 'exp', string.format('%d', handed_exp)
+		end
+		redis.call('HSET', KEYS[1], unpack(handed))
+		return refuse({first.owner, first.token, first.exp, first.exp - now_ms})
+	end
+elseif look and redis.call('LINDEX', KEYS[3], 0) then
 	local g = tonumber(rec.g) or 0
 	while true do
 		local heads = {}
@@ -178,9 +250,12 @@ if #dead > 0 then
 	redis.call('HDEL', KEYS[1], unpack(dead))
 end
 local fields = {'h:' .. ARGV[2], holding_text({exp = exp, token = token, owner = ARGV[1], meta = ARGV[4]}),
-	'token', token, 'g', string.format('%d', now_ms), 'c', string.format('%d', #live + 1)}
+	'token', token, 'g', string.format('%d', now_ms), 'c', string.format('%d', #live + nhanded + 1)}
 local function add(f, v)
 	fields[#fields + 1], fields[#fields + 2] = f, v
+end
+for i = 1, #handed do
+	fields[#fields + 1] = handed[i]
 end
 if #live == 0 then
 	add('owner', '\0')
@@ -191,8 +266,8 @@ if #live == 0 then
 	if not record then
 		add('v', '2')
 	end
-elseif exp > tonumber(cur[5]) then
-	add('exp', string.format('%d', exp))
+elseif math.max(exp, handed_exp) > tonumber(cur[5]) then
+	add('exp', string.format('%d', math.max(exp, handed_exp)))
 end
 if any_left then
 	if cur[6] ~= '1' then

@@ -61,10 +61,6 @@ type mode struct {
 	ttl    time.Duration
 	pickup time.Duration // the children's pickup window (wait only)
 	// takeover: the survivors must hold all slots at once after the kill.
-	// Not asked of waiting children: a slot the victim's holdings free by
-	// expiry can stay unused for the rest of the run while the other slots
-	// are handed on (docs/semaphores.md, "Not done yet"); that is the
-	// store's liveness, and its safety is checked either way.
 	takeover bool
 }
 
@@ -74,7 +70,7 @@ var (
 	// Waiting Acquires: the TTL is long enough, and the pickup window
 	// (its largest, a quarter of it) wide enough, that a loaded machine
 	// still picks its hand-offs up and renews them in time.
-	queued = mode{name: "queued", wait: true, ttl: 4 * time.Second, pickup: time.Second}
+	queued = mode{name: "queued", wait: true, ttl: 4 * time.Second, pickup: time.Second, takeover: true}
 )
 
 func modeNamed(name string) (mode, bool) {
@@ -352,9 +348,10 @@ func issued(samples []tokenSample, tok uint64) (after, before int64) {
 // grants they learned of by notice; from stopping on, waiters leave (and a
 // leaving waiter releases what it was handed meanwhile).
 //
-// A hand-off is made by a release, in the store, within the bounds the
-// samples give for its token's issue, and, for a granted one, after its
-// grantee's Acquire call and before its grant. A process releases only
+// A hand-off is made by a release (or by an acquire that finds a slot freed
+// by expiry), in the store, within the bounds the samples give for its
+// token's issue, and, for a granted one, after its grantee's Acquire call
+// and before its grant. A process releases only
 // from its Release call (or its holding's loss) to Release's return, or
 // from its holding's local deadline on (a loss the engine releases); when
 // none of the grantee's process overlaps the bounds, the release that
