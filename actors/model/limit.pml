@@ -11,11 +11,15 @@
  * each, one after another; a new attempt may start while the release of the
  * previous one is still on its way (each holding is its own actor). The store
  * has LIM slots, one fencing counter, and the waiter queue: a refused attempt
- * is queued; a free slot goes only to an attempt among the first (free slots)
- * queued ones, unless those let their turn (PICKUP ticks) pass; a release of
- * a live holding hands its slot to the head entry in the same step, for
- * PICKUP ticks, which that waiter picks up with its next poll (an acquire of
- * the same attempt, which refreshes the holding to the TTL). The network
+ * is queued; a release of a live holding hands its slot to the head entry in
+ * the same step, for PICKUP ticks, which that waiter picks up with its next
+ * poll (an acquire of the same attempt, which refreshes the holding to the
+ * TTL). A slot freed by expiry: while the name has a live holding, the next
+ * acquire that finds it free hands it (and every other free one) in the same
+ * step to the entries queued ahead of the caller, in order, each as a release
+ * does, and the caller gets only a slot left over; with no live holding, a
+ * free slot goes only to an attempt among the first (free slots) queued ones,
+ * unless those let their turn (PICKUP ticks) pass. The network
  * delays, reorders and loses requests (MAXFAULT); a Manager may give up an
  * answer at any time (its call failed or its context ended), and then
  * releases what the attempt may have got, as the engine does. Hand-off
@@ -42,6 +46,7 @@ hidden byte TTL;      /* the TTL, in ticks */
 hidden byte PICKUP;   /* the pickup window (and a head's turn), in ticks */
 hidden byte QTTL;     /* a queue entry's expiry, renewed by its waiter's polls */
 hidden byte MAXATT;   /* acquire attempts per Manager (at most 2) */
+hidden byte MAXATT0;  /* Manager 0's (at most 2): its second attempt is the fourth waiter a free slot's hand-off needs */
 hidden byte MAXFAULT; /* lost requests */
 hidden byte DRIFT;    /* store ticks the store's clock may gain */
 hidden int V;         /* the broken variant (bits), 0 for the design */
@@ -50,6 +55,7 @@ hidden int V;         /* the broken variant (bits), 0 for the design */
 #define vNOMARGIN     ((V & 2) != 0) /* safetyMargin = 0 */
 #define vRECVDEADLINE ((V & 4) != 0) /* localDeadline from the receive time */
 #define vSAMETOKEN    ((V & 8) != 0) /* a hand-off keeps the released holding's token */
+#define vWALKTOKEN    ((V & 16) != 0) /* an acquire's hand-off of a free slot takes the counter's last token */
 
 c_decl {
 	static int lhcfg(const char *k, int d) { const char *v = getenv(k); return v && *v ? atoi(v) : d; }
@@ -196,7 +202,7 @@ inline freeSlot() {
 	od
 }
 
-/* storeAcquire: acquireSemLocked and semTurnLocked. */
+/* storeAcquire: acquireSemLocked, handFreeSemLocked and semTurnLocked. */
 inline storeAcquire(s) {
 	a_ = net[s].att;
 	find(a_);
@@ -207,8 +213,36 @@ inline storeAcquire(s) {
 	:: j_ == SLOTS && f_ == 0 ->
 		net[s].res = R_BUSY; enqueue(a_);
 		trace("store: attempt %d refused (full)\n", a_)
-	:: j_ == SLOTS && f_ > 0 ->
-		/* the first f_ entries have their turn; one whose turn passed leaves */
+	:: j_ == SLOTS && f_ > 0 && f_ < SLOTS ->
+		/* a live holding: the free slots go first to the entries ahead of
+		   the caller, as a release hands one on, so that a waiter need not
+		   find a slot freed by expiry by polling; the caller's own entry
+		   stops the walk. (An entry of an attempt that holds, or of another
+		   limit, which the store drops on the way, cannot arise here.) */
+		do
+		:: f_ > 0 && qLen > 0 && q[0].att != a_ ->
+			n_ = q[0].att; dequeue(n_); freeSlot();
+			if
+			:: vWALKTOKEN -> newHolding(k_, n_, sCounter, PICKUP)
+			:: else -> sCounter++; newHolding(k_, n_, sCounter, PICKUP)
+			fi;
+			f_--;
+			trace("store: attempt %d hands a free slot to attempt %d token %d\n", a_, n_, slot[k_].tok)
+		:: else -> break
+		od;
+		if
+		:: f_ > 0 ->
+			dequeue(a_); clearTurns(); freeSlot();
+			sCounter++; newHolding(k_, a_, sCounter, TTL);
+			net[s].res = R_OK; net[s].rtok = sCounter;
+			trace("store: attempt %d granted token %d\n", a_, sCounter)
+		:: else ->
+			net[s].res = R_BUSY; enqueue(a_);
+			trace("store: attempt %d refused (the free slots handed on)\n", a_)
+		fi
+	:: j_ == SLOTS && f_ == SLOTS ->
+		/* no live holding: the first f_ entries have their turn; one whose
+		   turn passed leaves */
 		r_ = R_BUSY;
 		do
 		:: true ->
@@ -322,8 +356,8 @@ proctype manager(byte m) {
 	byte s;
 	do
 	/* a new attempt: a new lease actor */
-	:: atomic { mg[m].phase == IDLE && mg[m].nAcq < MAXATT && canSend(m) ->
-		mg[m].nAcq++; mg[m].att = m * MAXATT + mg[m].nAcq; mg[m].age = 0; mg[m].phase = ACQ;
+	:: atomic { mg[m].phase == IDLE && mg[m].nAcq < (m == 0 -> MAXATT0 : MAXATT) && canSend(m) ->
+		mg[m].nAcq++; mg[m].att = m * 2 + mg[m].nAcq; mg[m].age = 0; mg[m].phase = ACQ;
 		send(m, ACQUIRE, mg[m].att, 0, true);
 		trace("M%d: acquire as attempt %d\n", m, mg[m].att) }
 	/* a poll: the same attempt again */
@@ -449,7 +483,7 @@ init {
 	atomic {
 		c_code {
 			TTL = lhcfg("LH_TTL", 2); PICKUP = lhcfg("LH_PICKUP", 1); QTTL = lhcfg("LH_QTTL", 3);
-			MAXATT = lhcfg("LH_MAXATT", 1); MAXFAULT = lhcfg("LH_MAXFAULT", 0);
+			MAXATT = lhcfg("LH_MAXATT", 1); MAXATT0 = lhcfg("LH_MAXATT0", MAXATT); MAXFAULT = lhcfg("LH_MAXFAULT", 0);
 			DRIFT = lhcfg("LH_DRIFT", 1); V = lhcfg("LH_V", 0);
 		};
 		run store(); run clock();

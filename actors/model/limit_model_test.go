@@ -40,6 +40,12 @@ func TestLimitModel(t *testing.T) {
 		{name: "limit-deadline-at-receive", cfg: teeth + " LH_V=4", want: []string{"a"}},
 		// A hand-off that keeps the released holding's token.
 		{name: "limit-hand-off-keeps-the-token", cfg: teeth + " LH_V=8", want: []string{"c"}},
+		// An acquire that hands a slot freed by expiry to a queued head
+		// without advancing the counter: that holding's token is the
+		// last one granted. Such a hand-off needs a fourth attempt (a
+		// holder, a queued head, a caller, and the release that handed
+		// the caller the slot it let expire): Manager 0 makes two.
+		{name: "limit-free-slot-hand-off-without-a-new-token", cfg: teeth + " LH_MAXATT0=2 LH_V=16", want: []string{"c"}},
 	}
 	t.Run("design", func(t *testing.T) {
 		for _, c := range design {
