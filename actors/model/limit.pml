@@ -8,8 +8,9 @@
  * this model checks that LIM slots stay LIM.
  *
  * NM Managers (each with its own owner) make up to MAXATT acquire attempts
- * each, one after another; a new attempt may start while the release of the
- * previous one is still on its way (each holding is its own actor). The store
+ * each (Manager 0 up to MAXATT0), one after another; a new attempt may start
+ * while the release of the previous one is still on its way (each holding is
+ * its own actor). The store
  * has LIM slots, one fencing counter, and the waiter queue: a refused attempt
  * is queued; a release of a live holding hands its slot to the head entry in
  * the same step, for PICKUP ticks, which that waiter picks up with its next
