@@ -47,7 +47,7 @@ hidden byte TTL;      /* the TTL, in ticks */
 hidden byte PICKUP;   /* the pickup window (and a head's turn), in ticks */
 hidden byte QTTL;     /* a queue entry's expiry, renewed by its waiter's polls */
 hidden byte MAXATT;   /* acquire attempts per Manager (at most 2) */
-hidden byte MAXATT0;  /* Manager 0's (at most 2): its second attempt is the fourth waiter a free slot's hand-off needs */
+hidden byte MAXATT0;  /* Manager 0's (at most 2): its second is the fourth attempt an acquire's hand-off of a freed slot needs */
 hidden byte MAXFAULT; /* lost requests */
 hidden byte DRIFT;    /* store ticks the store's clock may gain */
 hidden int V;         /* the broken variant (bits), 0 for the design */
