@@ -73,17 +73,20 @@ type acquired struct {
 }
 
 // waitFor starts m's waiting Acquire of name and returns its outcome's
-// channel, once the store has queued it (p.f.Queued grew).
+// channel, once the store has queued it (p.f.QueuedAttempts grew: a poll of
+// a waiter already queued, which may come first, does not count, so the
+// waiters started one after another stand in the store's queue in that
+// order).
 func waitFor(t *testing.T, p pair, ctx context.Context, m *leasehold.Manager, name string, opts ...leasehold.AcquireOption) <-chan acquired {
 	t.Helper()
-	before := p.f.Queued.Load()
+	before := p.f.QueuedAttempts.Load()
 	ch := make(chan acquired, 1)
 	opts = append([]leasehold.AcquireOption{leasehold.WithWait(leasehold.WaitForever)}, opts...)
 	go func() {
 		l, err := m.Acquire(ctx, name, opts...)
 		ch <- acquired{l, err}
 	}()
-	p.s.eventually(t, m.Owner()+"'s attempt to be queued", func() bool { return p.f.Queued.Load() > before })
+	p.s.eventually(t, m.Owner()+"'s attempt to be queued", func() bool { return p.f.QueuedAttempts.Load() > before })
 	return ch
 }
 

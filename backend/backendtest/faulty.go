@@ -32,6 +32,11 @@ type Faulty struct {
 	// Queued counts refusals that left the attempt in the store's waiter
 	// queue (Grant.Queued).
 	Queued atomic.Int64
+	// QueuedAttempts counts the attempts the store has queued, each once
+	// however often its polls are queued again: a test that starts a
+	// waiter can wait for its entry without mistaking another waiter's
+	// poll for it.
+	QueuedAttempts atomic.Int64
 
 	// FailRenew makes Renew fail (as if the backend were unreachable).
 	FailRenew atomic.Bool
@@ -62,8 +67,12 @@ type Faulty struct {
 	ReleaseDelay atomic.Int64
 
 	granted sync.Map // key → the attempt of its latest grant
+	queued  sync.Map // key and attempt → struct{}, once queued
 	byOwner sync.Map // owner → *atomic.Int64, acquire calls
 }
+
+// queuedAttempt names an attempt queued on a key, for QueuedAttempts.
+type queuedAttempt struct{ key, owner, attempt string }
 
 // AcquiresBy is the number of acquire calls made for owner.
 func (f *Faulty) AcquiresBy(owner string) int64 {
@@ -139,6 +148,9 @@ func (f *Faulty) Acquire(ctx context.Context, r backend.AcquireRequest) (backend
 	}
 	if err == nil && g.Queued {
 		f.Queued.Add(1)
+		if _, seen := f.queued.LoadOrStore(queuedAttempt{r.Key, r.Owner, r.Attempt}, struct{}{}); !seen {
+			f.QueuedAttempts.Add(1)
+		}
 	}
 	if err == nil && f.FailAfterAcquire.Load() {
 		return backend.Grant{}, ErrInjected

@@ -92,6 +92,7 @@ func builder(n objectNames) func(template string) string {
 		"{sharedRelease}\n", sharedReleaseFragment,
 		"{sharedRevoke}\n", sharedRevokeFragment,
 		"{recordRefusal}\n", recordRefusalFragment,
+		"{handFree}\n", handFreeFragment,
 	)
 	// The shared fragments contain fragments of their own.
 	inner := strings.NewReplacer(

@@ -190,6 +190,59 @@ BEGIN
 END;
 `
 
+// handFreeFragment hands the free slots (@free) of a name with live
+// holdings to the live entries of its limit queued ahead of the caller, in
+// queue order, each as sharedHandOnFragment hands a released slot on: a
+// holding of the entry's owner and attempt with a new token, expiring after
+// its pickup window. A waiter polls at about half that window and finds
+// its holding, as after a release; were the free slots left for the heads'
+// own polls instead, the slots that releases hand on would reach them first
+// on a busy name, and a slot freed by expiry could stay unused for good.
+// Entries of another limit, or of an attempt that holds already, leave the
+// queue on the way; the caller's own entry ends the walk and keeps its
+// place. The record takes the last token and an expiry that covers the new
+// holdings. With no live holding the heads' turns apply instead.
+const handFreeFragment = `        IF @live = 1
+        BEGIN
+            SELECT @myPosition = Position FROM {queue} WHERE {keyMatch} AND {holdingMatch};
+            WHILE @free > 0
+            BEGIN
+                SET @headPosition = NULL;
+                SELECT TOP (1) @headPosition = Position,
+                       @headLimit = HolderLimit,
+                       @handedOwner = OwnerInstanceId,
+                       @handedAttempt = AttemptId,
+                       @headPickupUs = PickupUs,
+                       @headMetadata = Metadata
+                FROM {queue}
+                WHERE {keyMatch} AND (@myPosition IS NULL OR Position < @myPosition)
+                ORDER BY Position;
+                IF @headPosition IS NULL
+                    BREAK;
+                DELETE FROM {queue} WITH (ROWLOCK)
+                WHERE {keyMatch} AND Position = @headPosition;
+                IF @headLimit = @limit
+                   AND NOT EXISTS (SELECT 1 FROM {holds} WHERE {keyMatch} AND AttemptId = @handedAttempt)
+                BEGIN
+                    SET @handedToken = NEXT VALUE FOR {sequence};
+                    SET @handedExpires = {pickupExpires};
+                    INSERT INTO {holds} (LeaseName, LeaseNameBytes, AttemptId, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
+                    VALUES (@name, DATALENGTH(@name), @handedAttempt, @handedOwner, @handedToken, @now, @now, @handedExpires, @headMetadata);
+                    IF @lastHanded IS NULL OR @handedExpires > @lastHanded
+                        SET @lastHanded = @handedExpires;
+                    SET @free = @free - 1;
+                END;
+            END;
+            IF @handedToken IS NOT NULL
+            BEGIN
+                UPDATE {table} WITH (ROWLOCK)
+                SET FencingToken = @handedToken,
+                    ExpiresAtUtc = CASE WHEN ExpiresAtUtc > @lastHanded THEN ExpiresAtUtc ELSE @lastHanded END
+                WHERE {keyMatch} AND {isRecord};
+            END;
+        END;
+`
+
 // acquireSharedTemplate is the acquire batch of a request with Limit @limit
 // above 1, one transaction under the name's lock (backend/limit.go):
 //
@@ -202,10 +255,13 @@ END;
 //     HeldLimit, naming the holding that ends first;
 //   - the attempt's own live holding is refreshed (same token);
 //   - every slot taken: refused, naming the holding that ends first;
-//   - else the first (free slots) live entries of the queue have their turn
-//     unless the caller is among them: a head's turn starts when first
-//     found, one that let it pass leaves the queue, and the caller is
-//     refused with the shortest turn left (outcome 4);
+//   - while the name has live holdings, the free slots are handed to the
+//     live entries ahead of the caller (handFreeFragment); when that takes
+//     every slot, refused as above, the new holdings included;
+//   - else, with no live holding, the first (free slots) live entries of
+//     the queue have their turn unless the caller is among them: a head's
+//     turn starts when first found, one that let it pass leaves the queue,
+//     and the caller is refused with the shortest turn left (outcome 4);
 //   - else a new holding with a new token; the record is created, taken
 //     over (an expired row of any kind) or moved on (the latest token and
 //     expiry), and the other entries' turns start again at the next free
@@ -249,6 +305,15 @@ DECLARE @free BIGINT;
 DECLARE @myPosition BIGINT;
 DECLARE @turnEnd DATETIMEOFFSET(7);
 DECLARE @token BIGINT;
+DECLARE @headPosition BIGINT;
+DECLARE @headLimit INT;
+DECLARE @headPickupUs BIGINT;
+DECLARE @headMetadata NVARCHAR(4000);
+DECLARE @handedOwner NVARCHAR(400);
+DECLARE @handedAttempt NVARCHAR(64);
+DECLARE @handedToken BIGINT;
+DECLARE @handedExpires DATETIMEOFFSET(7);
+DECLARE @lastHanded DATETIMEOFFSET(7);
 DECLARE @granted BIT = 0;
 DECLARE @refused BIT = 0;
 DECLARE @renewed INT = 0;
@@ -320,46 +385,62 @@ BEGIN
     ELSE
     BEGIN
         SET @free = @limit - @holdings;
-        WHILE 1 = 1
-        BEGIN
-            SET @myPosition = NULL;
-            SELECT @myPosition = Position FROM {queue} WHERE {keyMatch} AND {holdingMatch};
-            IF (SELECT COUNT_BIG(*) FROM {queue}
-                WHERE {keyMatch} AND (@myPosition IS NULL OR Position < @myPosition)) < @free
-                BREAK;
-            UPDATE {queue} WITH (ROWLOCK)
-            SET TurnStartedAtUtc = @now
-            WHERE {keyMatch} AND TurnStartedAtUtc IS NULL
-              AND Position IN (SELECT TOP (@free) Position FROM {queue} WHERE {keyMatch} ORDER BY Position);
-            DELETE FROM {queue} WITH (ROWLOCK)
-            WHERE {keyMatch} AND {entryTurnEnd} <= @now
-              AND Position IN (SELECT TOP (@free) Position FROM {queue} WHERE {keyMatch} ORDER BY Position);
-            IF @@ROWCOUNT = 0
-            BEGIN
-                SET @turnEnd = (SELECT MIN({entryTurnEnd}) FROM {queue}
-                    WHERE {keyMatch} AND Position IN (SELECT TOP (@free) Position FROM {queue} WHERE {keyMatch} ORDER BY Position));
-                BREAK;
-            END;
-        END;
-        IF @turnEnd IS NOT NULL
+{handFree}
+        IF @free = 0
         BEGIN
             SET @refused = 1;
+            SELECT TOP (1) @holder = OwnerInstanceId,
+                   @holderToken = FencingToken,
+                   @holderExpires = ExpiresAtUtc
+            FROM {holds}
+            WHERE {keyMatch}
+            ORDER BY ExpiresAtUtc, FencingToken;
             INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs)
-            VALUES (4, NULL, NULL, @turnEnd, NULL, DATEDIFF_BIG(MICROSECOND, @now, @turnEnd));
+            VALUES (0, @holder, @holderToken, @holderExpires, NULL, DATEDIFF_BIG(MICROSECOND, @now, @holderExpires));
         END
         ELSE
         BEGIN
-            SET @granted = 1;
-            SET @token = NEXT VALUE FOR {sequence};
-            DELETE FROM {holds} WITH (ROWLOCK)
-            WHERE {keyMatch} AND AttemptId = @attempt;
-            INSERT INTO {holds} (LeaseName, LeaseNameBytes, AttemptId, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
-            OUTPUT 1, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc
-            INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc)
-            VALUES (@name, DATALENGTH(@name), @attempt, @owner, @token, @now, @now, @expires, @metadata);
-            UPDATE {queue} WITH (ROWLOCK)
-            SET TurnStartedAtUtc = NULL
-            WHERE {keyMatch} AND TurnStartedAtUtc IS NOT NULL;
+            WHILE 1 = 1
+            BEGIN
+                SET @myPosition = NULL;
+                SELECT @myPosition = Position FROM {queue} WHERE {keyMatch} AND {holdingMatch};
+                IF (SELECT COUNT_BIG(*) FROM {queue}
+                    WHERE {keyMatch} AND (@myPosition IS NULL OR Position < @myPosition)) < @free
+                    BREAK;
+                UPDATE {queue} WITH (ROWLOCK)
+                SET TurnStartedAtUtc = @now
+                WHERE {keyMatch} AND TurnStartedAtUtc IS NULL
+                  AND Position IN (SELECT TOP (@free) Position FROM {queue} WHERE {keyMatch} ORDER BY Position);
+                DELETE FROM {queue} WITH (ROWLOCK)
+                WHERE {keyMatch} AND {entryTurnEnd} <= @now
+                  AND Position IN (SELECT TOP (@free) Position FROM {queue} WHERE {keyMatch} ORDER BY Position);
+                IF @@ROWCOUNT = 0
+                BEGIN
+                    SET @turnEnd = (SELECT MIN({entryTurnEnd}) FROM {queue}
+                        WHERE {keyMatch} AND Position IN (SELECT TOP (@free) Position FROM {queue} WHERE {keyMatch} ORDER BY Position));
+                    BREAK;
+                END;
+            END;
+            IF @turnEnd IS NOT NULL
+            BEGIN
+                SET @refused = 1;
+                INSERT INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs)
+                VALUES (4, NULL, NULL, @turnEnd, NULL, DATEDIFF_BIG(MICROSECOND, @now, @turnEnd));
+            END
+            ELSE
+            BEGIN
+                SET @granted = 1;
+                SET @token = NEXT VALUE FOR {sequence};
+                DELETE FROM {holds} WITH (ROWLOCK)
+                WHERE {keyMatch} AND AttemptId = @attempt;
+                INSERT INTO {holds} (LeaseName, LeaseNameBytes, AttemptId, OwnerInstanceId, FencingToken, AcquiredAtUtc, RenewedAtUtc, ExpiresAtUtc, Metadata)
+                OUTPUT 1, inserted.OwnerInstanceId, inserted.FencingToken, inserted.ExpiresAtUtc
+                INTO @out (Outcome, Holder, FencingToken, ExpiresAtUtc)
+                VALUES (@name, DATALENGTH(@name), @attempt, @owner, @token, @now, @now, @expires, @metadata);
+                UPDATE {queue} WITH (ROWLOCK)
+                SET TurnStartedAtUtc = NULL
+                WHERE {keyMatch} AND TurnStartedAtUtc IS NOT NULL;
+            END;
         END;
     END;
 END;

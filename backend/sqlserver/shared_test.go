@@ -130,18 +130,19 @@ func TestAcquireSharedSQLOrderOfSteps(t *testing.T) {
 		"DELETE FROM [lease].[Leases_Holds] WITH (ROWLOCK)",
 		"IF @live = 1 AND @heldLimit <> @limit",
 		"ELSE IF @holdings >= @limit",
+		"SET @handedToken = NEXT VALUE FOR [lease].[Leases_FencingToken];",
 		"SET @token = NEXT VALUE FOR [lease].[Leases_FencingToken];",
 		"INSERT INTO [lease].[Leases_Holds]",
 		"COMMIT TRANSACTION;",
 		"SELECT Outcome, Holder, FencingToken, ExpiresAtUtc, RowVer, RemainingUs, @queued AS Queued, HeldLimit FROM @out;",
 	)
-	if strings.Count(q, "NEXT VALUE FOR") != 1 || strings.Count(q, "BEGIN TRANSACTION") != 1 || strings.Count(q, "COMMIT TRANSACTION") != 1 {
-		t.Error("want one token draw and one transaction")
+	if strings.Count(q, "NEXT VALUE FOR") != 2 || strings.Count(q, "BEGIN TRANSACTION") != 1 || strings.Count(q, "COMMIT TRANSACTION") != 1 {
+		t.Error("want two token draws (the hand-offs' and the grant's) and one transaction")
 	}
 	// A refusal for the limit queues nothing: only a refusal for a full
-	// name or a turn sets @refused.
-	if strings.Count(q, "SET @refused = 1;") != 2 {
-		t.Error("want @refused set by the full name and the turn only")
+	// name (before or after the hand-offs) or a turn sets @refused.
+	if strings.Count(q, "SET @refused = 1;") != 3 {
+		t.Error("want @refused set by the full name, the name filled by hand-offs and the turn only")
 	}
 	indexOf(t, q, "IF @entryTtlUs > 0 AND @refused = 1")
 }
@@ -177,6 +178,41 @@ func TestSharedHandOnSQL(t *testing.T) {
 		"SET @handedToken = NEXT VALUE FOR [lease].[Leases_FencingToken];",
 		addMicros("@headPickupUs", "@now"),
 		"SET FencingToken = @handedToken",
+	)
+}
+
+// TestAcquireSharedHandsFreeSlotsSQL: while the name has live holdings, the
+// shared acquire hands its free slots to the entries ahead of the caller
+// before the heads' turns, in queue order, each with a token drawn after
+// the lock and the entry's pickup window, skipping entries of another limit
+// or of an attempt that holds; the record takes the last token; a name the
+// hand-offs fill refuses the caller naming the holding that ends first,
+// read after them; otherwise the turns and the grant follow.
+func TestAcquireSharedHandsFreeSlotsSQL(t *testing.T) {
+	q := newQueries(mustNames(t, "lease", "Leases"), true).acquireShared
+	inOrder(t, "acquire shared", q,
+		"SET @now = SYSDATETIMEOFFSET();",
+		"ELSE IF @holdings >= @limit",
+		"SET @free = @limit - @holdings;",
+		"IF @live = 1\n        BEGIN",
+		"SELECT @myPosition = Position FROM [lease].[Leases_Queue] WHERE "+keyMatch+" AND "+holdingMatch+";",
+		"WHILE @free > 0",
+		"WHERE "+keyMatch+" AND (@myPosition IS NULL OR Position < @myPosition)\n                ORDER BY Position;",
+		"IF @headPosition IS NULL\n                    BREAK;",
+		"WHERE "+keyMatch+" AND Position = @headPosition;",
+		"IF @headLimit = @limit\n                   AND NOT EXISTS (SELECT 1 FROM [lease].[Leases_Holds] WHERE "+keyMatch+" AND AttemptId = @handedAttempt)",
+		"SET @handedToken = NEXT VALUE FOR [lease].[Leases_FencingToken];",
+		"SET @handedExpires = "+addMicros("@headPickupUs", "@now")+";",
+		"SET @free = @free - 1;",
+		"SET FencingToken = @handedToken,",
+		"IF @free = 0",
+		"SET @refused = 1;",
+		"ORDER BY ExpiresAtUtc, FencingToken;",
+		"VALUES (0, @holder, @holderToken, @holderExpires, NULL,",
+		"WHILE 1 = 1",
+		"SET TurnStartedAtUtc = @now",
+		"SET @token = NEXT VALUE FOR [lease].[Leases_FencingToken];",
+		"COMMIT TRANSACTION;",
 	)
 }
 
