@@ -116,6 +116,20 @@ end
 local free = n - #live
 local queued_here = false
 local any_left = false
+-- leave_queue takes the caller's own entry out of the queue when the walk
+-- found it (the caller is about to be granted), and says whether entries
+-- are left; the bookkeeping goes with the last entry.
+local function leave_queue()
+	if queued_here then
+		redis.call('LREM', KEYS[3], 1, ARGV[2])
+		redis.call('HDEL', KEYS[4], ARGV[2])
+	end
+	if redis.call('LLEN', KEYS[3]) > 0 then
+		return true
+	end
+	redis.call('DEL', KEYS[4])
+	return false
+end
 if look and #live > 0 and redis.call('LINDEX', KEYS[3], 0) then
 	local holds = {}
 	for _, h in ipairs(live) do
@@ -153,15 +167,7 @@ if look and #live > 0 and redis.call('LINDEX', KEYS[3], 0) then
 			end
 		end
 	end
-	if queued_here then
-		redis.call('LREM', KEYS[3], 1, ARGV[2])
-		redis.call('HDEL', KEYS[4], ARGV[2])
-	end
-	if redis.call('LLEN', KEYS[3]) > 0 then
-		any_left = true
-	else
-		redis.call('DEL', KEYS[4]) -- the bookkeeping goes with the last entry
-	end
+	any_left = leave_queue()
 	if free == 0 then
 		-- Every slot is taken now: the hand-offs are written, and the caller
 		-- is refused as by full slots.
@@ -227,15 +233,7 @@ elseif look and redis.call('LINDEX', KEYS[3], 0) then
 		redis.call('LREM', KEYS[3], 1, lapsed)
 		redis.call('HDEL', KEYS[4], lapsed)
 	end
-	if queued_here then
-		redis.call('LREM', KEYS[3], 1, ARGV[2])
-		redis.call('HDEL', KEYS[4], ARGV[2])
-	end
-	if redis.call('LLEN', KEYS[3]) > 0 then
-		any_left = true
-	else
-		redis.call('DEL', KEYS[4]) -- the bookkeeping goes with the last entry
-	end
+	any_left = leave_queue()
 end
 
 -- A new holding: a token as acquire.lua's grant takes one (new_token), one
