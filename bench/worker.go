@@ -187,7 +187,7 @@ func (w *contender) run(ctx context.Context) {
 			w.rec.waitingNow(w.proc, -1)
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if runEnded(ctx) {
 				return // the run ended while waiting: not a failure
 			}
 			w.fail(err)
@@ -207,6 +207,17 @@ func (w *contender) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// runEnded reports whether the run's context has ended, also in the moment
+// after its deadline and before its Err says so: a store call that ends at
+// the deadline (as leasehold's do) may return first.
+func runEnded(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // hold is the critical section: write the token, "work" for the hold time
