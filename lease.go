@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -17,6 +16,7 @@ import (
 type Lease struct {
 	m *Manager
 	h *lease.Holding
+	w workSet
 }
 
 // LeaseFrom returns the lease whose Context ctx is or derives from: inside
@@ -129,37 +129,24 @@ func (l *Lease) StopRenewing(ctx context.Context) error {
 	}
 }
 
-// Release gives the lease back. The handle ends with ErrReleased before
-// Release returns, whatever happens next. The release itself runs detached
-// from ctx: ctx only bounds how long Release waits for the backend's answer.
-// When ctx ends first Release returns ctx's error while the engine goes on
-// releasing; if the backend cannot confirm, the engine retries until the
-// lease's TTL has passed (see docs/what-survives-what.md). It is idempotent:
-// on a holding that has already ended (released or lost) it returns nil
+// Release gives the lease back. Work started with Work ends first: its
+// context is ended, and the store is told only once it has returned (a
+// Release from inside that work does not wait for it). The handle then ends
+// with ErrReleased, whatever happens next. The release itself runs detached
+// from ctx: ctx only bounds how long Release waits, for the work and then for
+// the backend's answer. When ctx ends first Release returns ctx's error while
+// the release goes on (after the work returns); if the backend cannot
+// confirm, the engine retries until the lease's TTL has passed (see
+// docs/what-survives-what.md). It is idempotent: on a holding that has
+// already ended (released or lost), or is being released, it returns nil
 // without any backend call.
 func (l *Lease) Release(ctx context.Context) error {
-	if !l.h.End(messages.Released(l.h.Name, l.h.Token), false) {
-		return nil // already ended: released, lost or closed
+	e := l.w.end(l, ctx, "Release")
+	if e == nil {
+		return nil // already ended or ending: released, lost or closed
 	}
-	reply := releaseReplies.Get().(chan error)
-	if !l.m.engine.Send(l.h.Route, &messages.Release{Key: l.h.Key, Token: l.h.Token, Reply: reply}, false) {
-		releaseReplies.Put(reply)
-		return nil // its actor is gone, and with it the holding (Close)
-	}
-	select {
-	case err := <-reply:
-		releaseReplies.Put(reply)
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.m.engine.Stopped():
-		return nil
-	}
+	return l.wait(ctx, e)
 }
-
-// releaseReplies recycles the reply channels of Release: a channel goes back
-// only once its one reply has been received.
-var releaseReplies = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 func (l *Lease) endedErr() error {
 	if err := l.h.Err(); err != nil {

@@ -213,8 +213,9 @@ type acquireCall struct {
 // only once its one reply has been received.
 var acquireReplies = sync.Pool{New: func() any { return make(chan messages.AcquireReply, 1) }}
 
-// Do acquires the lease name (honouring WithWait), runs fn with the lease's
-// Context, and releases the lease afterwards, also when fn panics. It returns
+// Do acquires the lease name (honouring WithWait), runs fn as the lease's
+// Work, and releases the lease after fn has returned, also when fn panics
+// (Manager.Close, too, waits for fn before it releases the lease). It returns
 // the error of Acquire (e.g. ErrNotAcquired), else fn's error; when the lease
 // was lost during fn the result also matches ErrLost, so a caller can tell that
 // fn's work may have overlapped another holder's.
@@ -223,7 +224,9 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 	if err != nil {
 		return err
 	}
+	work, done := l.Work()
 	defer func() {
+		done() // first: the release waits for it
 		lostErr := l.Err()
 		if !errors.Is(lostErr, ErrLost) {
 			lostErr = nil
@@ -233,7 +236,7 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 		cancel()
 		err = errors.Join(err, lostErr, relErr)
 	}()
-	return fn(l.Context())
+	return fn(work)
 }
 
 // releaseTimeout bounds the release Do makes after fn, which must not depend on
@@ -281,7 +284,14 @@ func (m *Manager) Held() []LeaseInfo {
 }
 
 // Close releases every lease held (each handle ends with ErrReleased; a
-// release is not a loss, so no LostEvent is sent), answers every waiting
+// release is not a loss, so no LostEvent is sent). It goes in this order:
+// no new Acquire or Work is taken; the context of every lease's Work (Do's
+// function, partition's OnAssigned, election's OnStartedLeading) ends; Close
+// waits, under ctx, for that work to return, the leases staying held and
+// renewed meanwhile (work that stops its lease's renewals after a grace of
+// its own lets that lease end at its TTL instead); then each lease is
+// released, so that the next holder never starts while this one's work
+// runs. Close also answers every waiting
 // Acquire with ErrClosed, cancels every backend call in flight, stops every
 // actor and timer the Manager started and closes the subscriptions. After
 // Close every Manager call returns ErrClosed, and no Acquire returns a live
@@ -303,6 +313,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	defer close(m.closeDone)
 
+	if err := m.endWork(ctx); err != nil {
+		m.closeErr = err
+	}
 	released := make(chan struct{})
 	m.engine.Shutdown(&messages.Shutdown{Ctx: ctx, Reply: released})
 	select {
@@ -321,4 +334,32 @@ func (m *Manager) Close(ctx context.Context) error {
 	clear(m.subs)
 	m.subsMu.Unlock()
 	return m.closeErr
+}
+
+// endWork ends the Work of every lease held and waits, under ctx, until each
+// such lease has been released after its work returned, or has ended.
+func (m *Manager) endWork(ctx context.Context) error {
+	type pending struct {
+		l *Lease
+		e *ending
+	}
+	var wait []pending
+	for _, h := range m.engine.Holdings() {
+		l, ok := h.Handle().(*Lease)
+		if !ok || !l.w.busy() {
+			continue // no work: the engine releases it at Shutdown
+		}
+		if e := l.w.end(l, context.Background(), "Manager.Close"); e != nil {
+			wait = append(wait, pending{l, e})
+		}
+	}
+	for _, p := range wait {
+		select {
+		case <-p.e.sent:
+		case <-p.l.h.Context().Done(): // lost while its work ran
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }

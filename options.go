@@ -136,6 +136,7 @@ type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
 	wait       time.Duration
+	waitSet    bool // WithWait was given
 	ttl        time.Duration
 	renewEvery time.Duration // 0: TTL/3
 	autoRenew  bool
@@ -158,7 +159,7 @@ func WithWait(d time.Duration) AcquireOption {
 		if d < 0 && d != WaitForever {
 			c.fail(fmt.Errorf("%w: WithWait(%v): negative (use WaitForever to wait until the context ends)", ErrInvalidOption, d))
 		}
-		c.wait = d
+		c.wait, c.waitSet = d, true
 	}
 }
 
@@ -256,4 +257,31 @@ func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
 			ErrInvalidOption, c.renewEvery, most, c.ttl, engine.HealthSlack(c.ttl))
 	}
 	return c, nil
+}
+
+// AcquireSettings is what a list of AcquireOptions asks for, for code that
+// acquires on its caller's behalf (election.Run) and must refuse options
+// that would break its own promise.
+type AcquireSettings struct {
+	TTL        time.Duration
+	RenewEvery time.Duration
+	AutoRenew  bool
+	Metadata   string
+	Limit      int
+	// Wait is WithWait's; WaitSet says whether WithWait was given.
+	Wait    time.Duration
+	WaitSet bool
+}
+
+// SettingsOf applies opts over the defaults and checks them as Acquire does
+// (ErrInvalidOption), without any backend call.
+func SettingsOf(opts ...AcquireOption) (AcquireSettings, error) {
+	c, err := acquireOptions(opts)
+	if err != nil {
+		return AcquireSettings{}, err
+	}
+	return AcquireSettings{
+		TTL: c.ttl, RenewEvery: c.renewEvery, AutoRenew: c.autoRenew, Metadata: c.metadata,
+		Limit: c.limit, Wait: c.wait, WaitSet: c.waitSet,
+	}, nil
 }

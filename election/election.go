@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -47,11 +48,32 @@ const observeEvery = 500 * time.Millisecond
 // the lease renewed for up to cb.ResignGrace), releases the lease, calls
 // OnStoppedLeading, and returns nil. It returns an error only for what campaigning again cannot
 // fix: a bad name or option (ErrInvalidName, ErrInvalidOption) or a closed
-// Manager (ErrClosed). opts are the lease's (WithTTL, WithMetadata, ...);
-// Run chooses the waiting itself.
+// Manager (ErrClosed). opts are the lease's: Run accepts WithTTL,
+// WithRenewEvery and WithMetadata, and refuses with ErrInvalidOption, before
+// any backend call, what would break "one leader, kept while it leads" or
+// what Run decides itself: WithLimit(n > 1), WithoutAutoRenew and WithWait.
 func Run(ctx context.Context, m *leasehold.Manager, name string, cb Callbacks, opts ...leasehold.AcquireOption) error {
+	if err := checkOptions(opts); err != nil {
+		return err
+	}
 	r := &runner{m: m, name: name, cb: cb, opts: append(opts[:len(opts):len(opts)], leasehold.WithWait(observeEvery))}
 	return r.run(ctx)
+}
+
+// checkOptions refuses the acquire options Run cannot honour.
+func checkOptions(opts []leasehold.AcquireOption) error {
+	s, err := leasehold.SettingsOf(opts...)
+	switch {
+	case err != nil:
+		return fmt.Errorf("election.Run: %w", err)
+	case s.Limit > 1:
+		return fmt.Errorf("%w: election.Run: WithLimit(%d): an election has one leader", leasehold.ErrInvalidOption, s.Limit)
+	case !s.AutoRenew:
+		return fmt.Errorf("%w: election.Run: WithoutAutoRenew: a leader's lease is renewed for as long as it leads", leasehold.ErrInvalidOption)
+	case s.WaitSet:
+		return fmt.Errorf("%w: election.Run: WithWait: Run campaigns until its ctx ends and chooses its own waiting", leasehold.ErrInvalidOption)
+	}
+	return nil
 }
 
 type runner struct {
@@ -95,13 +117,17 @@ func (r *runner) run(ctx context.Context) error {
 // OnStoppedLeading. On resigning it releases the lease, but only after the
 // callback has returned.
 func (r *runner) lead(ctx context.Context, lease *leasehold.Lease) {
-	leading, stop := context.WithCancel(lease.Context())
+	// The callback runs as the lease's Work, so that Manager.Close, too,
+	// ends it and waits for it before the lease is released.
+	work, workDone := lease.Work()
+	leading, stop := context.WithCancel(work)
 	defer stop()
 	unhook := context.AfterFunc(ctx, stop) // leadership ends the moment ctx does
 	defer unhook()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer workDone()
 		if r.cb.OnStartedLeading != nil {
 			r.cb.OnStartedLeading(leading)
 		}

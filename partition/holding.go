@@ -9,9 +9,10 @@ import (
 
 // holding is one item the member owns, from its acquire until OnRevoked.
 type holding struct {
-	item   string
-	lease  *leasehold.Lease
-	cancel context.CancelFunc // ends OnAssigned's ctx: the item is handed back
+	item     string
+	lease    *leasehold.Lease
+	cancel   context.CancelFunc // ends OnAssigned's ctx: the item is handed back
+	workDone func()             // OnAssigned has returned (Lease.Work)
 
 	// Under Member.mu.
 	handingBack bool
@@ -22,8 +23,11 @@ type holding struct {
 // the lease's (so that leasehold.LeaseFrom finds it, and a lost lease ends
 // it at once), and a goroutine of the holding's waits for its end.
 func (mem *Member) own(item string, l *leasehold.Lease) {
-	ctx, cancel := context.WithCancel(l.Context())
-	h := &holding{item: item, lease: l, cancel: cancel}
+	// OnAssigned runs as the lease's Work, so that Manager.Close, too, ends
+	// it and waits for it (within the grace) before the item is released.
+	work, done := l.Work()
+	ctx, cancel := context.WithCancel(work)
+	h := &holding{item: item, lease: l, cancel: cancel, workDone: done}
 	mem.mu.Lock()
 	mem.held[item] = h
 	mem.mu.Unlock()
@@ -55,6 +59,7 @@ func (mem *Member) hold(ctx context.Context, h *holding) {
 	returned := make(chan struct{})
 	go func() {
 		defer close(returned)
+		defer h.workDone()
 		if mem.cb.OnAssigned != nil {
 			mem.cb.OnAssigned(ctx, h.item)
 		}

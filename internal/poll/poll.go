@@ -42,3 +42,19 @@ func Receive[T any](tb testing.TB, what string, within time.Duration, ch <-chan 
 		return zero
 	}
 }
+
+// Throughout checks cond every few milliseconds for the span and reports
+// whether it held at every check: for a promise that something does not
+// happen while a step of the test runs (a store keeps a lease while its
+// holder's work winds down). It never fails tb itself, since it may be
+// called off the test's goroutine.
+func Throughout(span time.Duration, cond func() bool) bool {
+	end := time.Now().Add(span)
+	for time.Now().Before(end) {
+		if !cond() {
+			return false
+		}
+		time.Sleep(every)
+	}
+	return cond()
+}
