@@ -30,8 +30,7 @@ type Backend struct {
 	maxDelay   time.Duration
 
 	q        queries
-	sq       sharedQueries // the acquire of a name with several holders
-	listPage int           // holdings per List statement (tests make it small)
+	listPage int // holdings per List statement (tests make it small)
 
 	lastSweep atomic.Int64 // unix nanoseconds of the last sweep start
 	sweeping  atomic.Bool
@@ -84,7 +83,6 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		baseDelay:  c.baseDelay,
 		maxDelay:   c.maxDelay,
 		q:          buildQueries(n),
-		sq:         buildShared(n),
 		listPage:   defaultListPage,
 		watchIdle:  defaultWatchIdle,
 	}
