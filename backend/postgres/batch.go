@@ -63,7 +63,12 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 // as a whole after a transient fault (see Batch).
 func (b *Backend) batchRun(ctx context.Context, calls []backend.Call, pending []int) {
 	for tries := 1; len(pending) > 0; {
-		failed, err := b.batchOnce(ctx, calls, pending)
+		var failed int
+		err := b.inSlot(ctx, func(ctx context.Context) error {
+			var err error
+			failed, err = b.batchOnce(ctx, calls, pending)
+			return err
+		})
 		if err == nil {
 			return
 		}
