@@ -25,6 +25,10 @@ type lockWatch struct {
 	mu   sync.Mutex
 	on   bool
 	seen []string // the statements that started with a name's lock held
+
+	// stalled, when set, is closed at the first such round trip, which then
+	// waits for resume: a client that stalls between round trips.
+	stalled, resume chan struct{}
 }
 
 func (w *lockWatch) check(ctx context.Context, sql string) {
@@ -44,6 +48,10 @@ WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = $1`, w.app)
 			sql = sql[:80]
 		}
 		w.seen = append(w.seen, sql)
+		if w.stalled != nil && len(w.seen) == 1 {
+			close(w.stalled)
+			<-w.resume
+		}
 	}
 }
 
@@ -116,5 +124,68 @@ func TestNoNameLockHeldAcrossRoundTrips(t *testing.T) {
 	if len(w.seen) > 0 {
 		t.Errorf("%d round trips started while a connection held a name's lock (a transaction waiting for its client), first: %q",
 			len(w.seen), w.seen[0])
+	}
+}
+
+// A departed waiter's clean-up (a release with token 0) never waits for
+// another client's round trips: while the client of another acquire of the
+// name stalls, however long, the clean-up removes the waiter's entry at once,
+// so no slot is later handed to a waiter that has gone.
+func TestDepartedWaiterCleanUpNeverWaitsForAStalledClient(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t, WithSweep(0, 0))
+	ctx := ctxT(t)
+	mustSlot(t, b, "s", "a", 2, time.Minute)
+	mustSlot(t, b, "s", "b", 2, time.Minute)
+	wait := backend.QueueRequest{EntryTTL: time.Minute, Pickup: time.Minute}
+	w := backend.AcquireRequest{Key: "s", Owner: "w", Attempt: newAttempt(), TTL: time.Minute, Limit: 2, Wait: true, Queue: wait}
+	if g, err := b.Acquire(ctx, w); err != nil || !g.Queued {
+		t.Fatalf("the waiter's acquire = %+v, %v; want queued", g, err)
+	}
+
+	// Another Manager's client, which stalls at any round trip it would
+	// start while its connection holds a name's lock.
+	lw := &lockWatch{admin: e.admin, app: randomName("lh_stall_"), on: true, stalled: make(chan struct{}), resume: make(chan struct{})}
+	pool := newPool(t, lw.app, func(c *pgxpool.Config) { c.ConnConfig.Tracer = lw })
+	slow, err := New(pool, WithTable(e.schema, e.table), WithSweep(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := slow.Acquire(ctx, backend.AcquireRequest{Key: "s", Owner: "c", Attempt: newAttempt(), TTL: time.Minute, Limit: 2,
+			Wait: true, Queue: wait})
+		done <- err
+	}()
+	var finished bool
+	select {
+	case <-lw.stalled:
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the other acquire: %v", err)
+		}
+		finished = true
+	}
+	defer func() {
+		close(lw.resume)
+		if !finished {
+			<-done
+		}
+	}()
+
+	// The clean-up, bounded as the engine bounds releases (shorter here: a
+	// wait of any length is the fault).
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := b.Release(cctx, backend.ReleaseRequest{Key: "s", Owner: "w", Attempt: w.Attempt}); err != nil {
+		t.Fatalf("the departed waiter's clean-up: %v", err)
+	}
+	var left int
+	n := newNames(e.schema, e.table)
+	if err := e.admin.QueryRow(ctx, "SELECT count(*) FROM "+n.queue+" WHERE lease_name = 's' AND attempt = $1", w.Attempt).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("the departed waiter's entry is still queued after its clean-up returned")
 	}
 }
