@@ -34,11 +34,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	var g backend.Grant
 	err := b.retry(ctx, "acquire", func(ctx context.Context) error {
 		var err error
-		if r.Limit > 1 {
-			g, err = b.acquireShared(ctx, r)
-		} else {
-			g, err = b.acquireOnce(ctx, r)
-		}
+		g, err = b.acquireOnce(ctx, r)
 		return err
 	})
 	if err != nil {
@@ -47,10 +43,11 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	return g, nil
 }
 
-// acquireOnce sends the whole transaction in one round trip (a pipeline).
+// acquireOnce sends the whole transaction in one round trip (a pipeline),
+// of either limit: the name's lock is held only while the server runs it.
 func (b *Backend) acquireOnce(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	batch := &pgx.Batch{}
-	b.queueAcquire(batch, r, b.q.lock)
+	b.queueAnyAcquire(batch, r, b.q.lock)
 	res := b.pool.SendBatch(ctx, batch)
 	g, err := readAcquire(res)
 	if cerr := res.Close(); err == nil {

@@ -56,33 +56,19 @@ func (b *Backend) Batch(ctx context.Context, calls []backend.Call) {
 	if acquires {
 		b.maybeSweep(ctx)
 	}
-	// An acquire of a name with several holders is a transaction of
-	// several round trips (acquireShared): it is made on its own, between
-	// the round trips of the calls before and after it, so that calls keep
-	// their order.
-	for len(pending) > 0 {
-		cut := len(pending)
-		for n, i := range pending {
-			if calls[i].Op == backend.OpAcquire && calls[i].Acquire.Limit > 1 {
-				cut = n
-				break
-			}
-		}
-		b.batchRun(ctx, calls, pending[:cut])
-		if cut == len(pending) {
-			return
-		}
-		c := &calls[pending[cut]]
-		c.Grant, c.Err = b.Acquire(ctx, c.Acquire)
-		pending = pending[cut+1:]
-	}
+	b.batchRun(ctx, calls, pending)
 }
 
 // batchRun makes the calls named by pending in one round trip, sent again
 // as a whole after a transient fault (see Batch).
 func (b *Backend) batchRun(ctx context.Context, calls []backend.Call, pending []int) {
 	for tries := 1; len(pending) > 0; {
-		failed, err := b.batchOnce(ctx, calls, pending)
+		var failed int
+		err := b.inSlot(ctx, func(ctx context.Context) error {
+			var err error
+			failed, err = b.batchOnce(ctx, calls, pending)
+			return err
+		})
 		if err == nil {
 			return
 		}
@@ -151,7 +137,7 @@ func (b *Backend) batchOnce(ctx context.Context, calls []backend.Call, pending [
 		c := &calls[i]
 		switch c.Op {
 		case backend.OpAcquire:
-			b.queueAcquire(batch, c.Acquire, lock)
+			b.queueAnyAcquire(batch, c.Acquire, lock)
 		case backend.OpRenew:
 			// A transaction of its own, like the others: alone, the
 			// statement would join the implicit transaction that runs up to

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leasehold/leasehold/backend"
+	"golang.org/x/sync/semaphore"
 )
 
 // Backend is the PostgreSQL lease store. It is safe for concurrent use. It
@@ -30,8 +31,9 @@ type Backend struct {
 	maxDelay   time.Duration
 
 	q        queries
-	sq       sharedQueries // the acquire of a name with several holders
-	listPage int           // holdings per List statement (tests make it small)
+	listPage int // holdings per List statement (tests make it small)
+
+	slots *semaphore.Weighted // store calls in flight: newCallSlots
 
 	lastSweep atomic.Int64 // unix nanoseconds of the last sweep start
 	sweeping  atomic.Bool
@@ -59,7 +61,10 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns a Backend that keeps its leases in the table chosen by the
 // options (default lease.leases), using pool for every statement. The table
 // must exist: call EnsureSchema first, or run CreateScript's DDL. New does no
-// I/O. The pool stays the caller's: Close does not close it.
+// I/O. The pool stays the caller's: Close does not close it. The Backend
+// has at most the pool's MaxConns store calls in flight; the others wait, in
+// order, with their caller's context (a watch takes a connection of its own
+// out of the pool).
 func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, errors.New("postgres: nil pool")
@@ -84,9 +89,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		baseDelay:  c.baseDelay,
 		maxDelay:   c.maxDelay,
 		q:          buildQueries(n),
-		sq:         buildShared(n),
 		listPage:   defaultListPage,
 		watchIdle:  defaultWatchIdle,
+		slots:      newCallSlots(pool.Config().MaxConns),
 	}
 	return b, nil
 }

@@ -12,7 +12,10 @@ import (
 type queries struct {
 	lock    string
 	acquire string
-	renew   string
+	// acquireShared calls the acquire function of the names with several
+	// holders (shared.go), after the lock statement, as acquire runs.
+	acquireShared string
+	renew         string
 	// lockDeferred and renewDeferred are lock and renew committing without
 	// waiting for the WAL flush, for the transactions of a Batch that a
 	// later synchronous commit of the same Batch makes durable.
@@ -347,6 +350,8 @@ SELECT %[5]s FROM (
     SELECT g.lease_name, g.owner_instance_id, g.fencing_token, g.expires_at, g.metadata, k.holder_limit FROM sgone g, srecord k
 ) l, clock c, (SELECT count(*) FROM notices) n, (SELECT count(*) FROM snotices) sn`, n.table, n.queue, headColumns,
 			handOn(n, "$4", "$3", "false"), holdingColumns, n.holds, sgoneColumns, sharedHandOn(n, "$4", "$3", "''")),
+
+		acquireShared: sharedAcquire(n),
 
 		seq: n.sequence,
 	}

@@ -18,7 +18,7 @@ import (
 // refreshes that attempt's row and keeps the token).
 func (b *Backend) retry(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
+		err := b.inSlot(ctx, fn)
 		if err == nil || !b.again(ctx, op, attempt, err) {
 			return err
 		}

@@ -41,6 +41,9 @@ const (
 	// renew a shared holding.
 	releaseSuffix = "_release_shared"
 	renewSuffix   = "_renew_shared"
+	// acquireSuffix names the function that acquires a slot of a name
+	// with several holders.
+	acquireSuffix = "_acquire_shared"
 	// MaxTableBytes is the longest table name, in bytes.
 	MaxTableBytes = maxIdentBytes - len(indexSuffix)
 )
@@ -53,6 +56,7 @@ const (
 	_ = uint(len(indexSuffix) - len(keepSuffix))
 	_ = uint(len(indexSuffix) - len(releaseSuffix))
 	_ = uint(len(indexSuffix) - len(renewSuffix))
+	_ = uint(len(indexSuffix) - len(acquireSuffix))
 )
 
 // ValidateTable reports whether schema and table can name a lease table, as
@@ -96,6 +100,7 @@ type names struct {
 	keepName   string // quoted name of the trigger
 	release    string // quoted, qualified function releasing a shared holding
 	renew      string // quoted, qualified function renewing a shared holding
+	acquire    string // quoted, qualified function acquiring a shared holding
 }
 
 func newNames(schema, table string) names {
@@ -112,6 +117,7 @@ func newNames(schema, table string) names {
 		keepName:   pgx.Identifier{table + keepSuffix}.Sanitize(),
 		release:    pgx.Identifier{schema, table + releaseSuffix}.Sanitize(),
 		renew:      pgx.Identifier{schema, table + renewSuffix}.Sanitize(),
+		acquire:    pgx.Identifier{schema, table + acquireSuffix}.Sanitize(),
 	}
 }
 
@@ -176,7 +182,7 @@ type ddl struct {
 	queueIndex string
 	holdsIndex string
 	keep       []string   // the keep trigger and its function, (re)created
-	functions  []function // the shared release and renewal
+	functions  []function // the shared release, renewal and acquire
 }
 
 // function is one function of the schema: CREATE OR REPLACE, its signature
@@ -257,7 +263,7 @@ $$`,
     FOR EACH ROW WHEN (OLD.attempt = '') EXECUTE FUNCTION ` + n.keep + "()",
 		},
 	}
-	release, renew := sharedReleaseBody(n), sharedRenewBody(n)
+	release, renew, acquire := sharedReleaseBody(n), sharedRenewBody(n), sharedAcquireBody(n)
 	d.functions = []function{{
 		create: "CREATE OR REPLACE FUNCTION " + n.release + `(key text, owner text, attempt text, token bigint, channel text)
     RETURNS bigint LANGUAGE sql VOLATILE AS ` + dollarQuote(release),
@@ -268,6 +274,14 @@ $$`,
     RETURNS timestamptz LANGUAGE sql VOLATILE AS ` + dollarQuote(renew),
 		sig: n.renew + "(text, text, text, bigint, bigint)",
 		src: renew,
+	}, {
+		create: "CREATE OR REPLACE FUNCTION " + n.acquire + `(p_key text, p_owner text, p_attempt text, p_ttl_us bigint, p_metadata text,
+    p_seq regclass, p_wait boolean, p_entry_ttl_us bigint, p_pickup_us bigint, p_notify text, p_channel text, p_poll bigint,
+    p_limit integer, OUT o_acquired boolean, OUT o_token bigint, OUT o_expires timestamptz, OUT o_holder text,
+    OUT o_left_us bigint, OUT o_queued boolean, OUT o_held_limit integer)
+    LANGUAGE plpgsql VOLATILE AS ` + dollarQuote(acquire),
+		sig: n.acquire + "(text, text, text, bigint, text, regclass, boolean, bigint, bigint, text, text, bigint, integer)",
+		src: acquire,
 	}}
 	return d
 }

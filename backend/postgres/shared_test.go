@@ -275,6 +275,7 @@ func TestEnsureSchemaAddsSharedHoldings(t *testing.T) {
 		"DROP FUNCTION " + n.keep + "()",
 		"DROP FUNCTION " + n.release + "(text, text, text, bigint, text)",
 		"DROP FUNCTION " + n.renew + "(text, text, text, bigint, bigint)",
+		"DROP FUNCTION " + n.acquire + "(text, text, text, bigint, text, regclass, boolean, bigint, bigint, text, text, bigint, integer)",
 		"DROP TABLE " + n.holds,
 		"ALTER TABLE " + n.table + " DROP COLUMN holder_limit",
 		"ALTER TABLE " + n.queue + " DROP COLUMN holder_limit",
@@ -387,5 +388,31 @@ func TestRenewBatchWithSharedHoldings(t *testing.T) {
 	}
 	if _, _, expires, _ := record(t, e, "s"); !expires.Equal(rs[1].Grant.ExpiresAt) {
 		t.Fatalf("record expires %v after the batch renewed its holding to %v", expires, rs[1].Grant.ExpiresAt)
+	}
+}
+
+// A table of the version whose shared acquire was a transaction of several
+// round trips (no acquire function) is upgraded by EnsureSchema: the
+// function is created, and the holdings already there are kept.
+func TestEnsureSchemaAddsSharedAcquireFunction(t *testing.T) {
+	e := newEnv(t)
+	n := newNames(e.schema, e.table)
+	ctx := ctxT(t)
+	b := e.backend(t)
+	a := mustSlot(t, b, "s", "a", 2, time.Minute)
+	drop := "DROP FUNCTION " + n.acquire + "(text, text, text, bigint, text, regclass, boolean, bigint, bigint, text, text, bigint, integer)"
+	if _, err := e.admin.Exec(ctx, drop); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureSchema(ctx, e.admin, e.schema, e.table); err != nil {
+		t.Fatalf("EnsureSchema without the acquire function: %v", err)
+	}
+	b = e.backend(t)
+	c := mustSlot(t, b, "s", "c", 2, time.Minute)
+	if c.Token <= a.Token {
+		t.Fatalf("token %d after %d", c.Token, a.Token)
+	}
+	if g := slot(t, b, "s", "d", 2, time.Minute); g.Acquired {
+		t.Fatalf("a third holder of limit 2: %+v", g.Grant)
 	}
 }

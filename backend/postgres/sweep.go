@@ -22,7 +22,10 @@ func (b *Backend) maybeSweep(ctx context.Context) {
 	defer b.sweeping.Store(false)
 	b.lastSweep.Store(now)
 	var rows, entries int64
-	if err := b.pool.QueryRow(ctx, b.q.sweep, b.sweepBatch).Scan(&rows, &entries); err != nil {
+	err := b.inSlot(ctx, func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, b.q.sweep, b.sweepBatch).Scan(&rows, &entries)
+	})
+	if err != nil {
 		b.log.DebugContext(ctx, "leasehold postgres: sweep of expired rows failed", "err", err)
 		return
 	}
