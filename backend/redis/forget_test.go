@@ -1,7 +1,9 @@
 package redis
 
 import (
+	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,4 +217,58 @@ func TestNegativeForgetDelayIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "forget") {
 		t.Fatalf("New with a negative forget delay: %v", err)
 	}
+}
+
+// TestForgetMemory measures what 100,000 unique names acquired and released
+// leave on a server of its own: used_memory and DBSIZE before, after the
+// churn, and after the forget delay. Set LEASEHOLD_REDIS_FORGET_MEASURE=1 to
+// run it; it logs the numbers (go test -v).
+func TestForgetMemory(t *testing.T) {
+	if os.Getenv("LEASEHOLD_REDIS_FORGET_MEASURE") == "" {
+		t.Skip("a measurement: set LEASEHOLD_REDIS_FORGET_MEASURE=1")
+	}
+	s := redistest.Start(t)
+	c := redistest.NewClient(t, s.Addr())
+	const delay = 2 * time.Second
+	b := newTestBackend(t, c, WithForgetAfter(delay))
+	ctx := context.Background()
+	report := func(when string) {
+		info := c.Info(ctx, "memory").Val()
+		i := strings.Index(info, "used_memory:")
+		used := strings.TrimSpace(strings.SplitN(info[i+len("used_memory:"):], "\n", 2)[0])
+		t.Logf("%-22s used_memory %s B, DBSIZE %d", when, used, c.DBSize(ctx).Val())
+	}
+	report("before")
+	const names, chunk = 100_000, 500
+	var last uint64
+	for i := 0; i < names; i += chunk {
+		calls := make([]backend.Call, chunk)
+		for j := range calls {
+			calls[j] = acquireOp("job "+itoa(i+j), "alice", "a"+itoa(i+j), false)
+		}
+		b.Batch(ctx, calls)
+		rel := make([]backend.Call, chunk)
+		for j, cl := range calls {
+			if cl.Err != nil || !cl.Grant.Acquired {
+				t.Fatalf("acquire %d: %+v, %v", i+j, cl.Grant, cl.Err)
+			}
+			last = max(last, cl.Grant.Token)
+			rel[j] = releaseOp(backend.ReleaseRequest{Key: cl.Acquire.Key, Owner: "alice", Attempt: cl.Acquire.Attempt, Token: cl.Grant.Token})
+		}
+		b.Batch(ctx, rel)
+		for j, cl := range rel {
+			if cl.Err != nil {
+				t.Fatalf("release %d: %v", i+j, cl.Err)
+			}
+		}
+	}
+	report("after the churn")
+	awaitServerClock(t, c, int64(last/1000)+1+delay.Milliseconds())
+	// Redis deletes expired keys in its background cycle; wait for it
+	// (bounded) rather than touching the keys.
+	deadline := time.Now().Add(60 * time.Second)
+	for c.DBSize(ctx).Val() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	report("after the forget delay")
 }
