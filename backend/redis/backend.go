@@ -28,7 +28,9 @@ type Backend struct {
 	// graceArg is the restart grace in milliseconds, channelArg the release
 	// channel and handOffArg the prefix of the hand-off channels ("" both
 	// when notifications are off).
-	graceArg   any
+	graceArg any
+	// forgetArg is the forget delay in milliseconds (WithForgetAfter).
+	forgetArg  any
 	channelArg string
 	handOffArg string
 
@@ -94,7 +96,10 @@ func NewContext(ctx context.Context, client goredis.UniversalClient, opts ...Opt
 	if cfg.restartGrace < 0 {
 		return nil, fmt.Errorf("%w: negative restart grace %v", ErrInvalidOption, cfg.restartGrace)
 	}
-	b := &Backend{client: client, cfg: cfg, graceArg: graceMillis(cfg.restartGrace)}
+	if cfg.forgetAfter < 0 {
+		return nil, fmt.Errorf("%w: negative forget delay %v", ErrInvalidOption, cfg.forgetAfter)
+	}
+	b := &Backend{client: client, cfg: cfg, graceArg: graceMillis(cfg.restartGrace), forgetArg: graceMillis(cfg.forgetAfter)}
 	if cfg.notify {
 		b.channelArg = b.Channel()
 		b.handOffArg = b.handOffPrefix()

@@ -131,7 +131,7 @@ func (b *Backend) releaseCall(r backend.ReleaseRequest) scriptCall {
 	return scriptCall{
 		script: releaseScript, name: r.Key,
 		keys: b.keysOf(r.Key),
-		args: []any{r.Owner, r.Attempt, token, b.channelArg, r.Key, b.handOffArg},
+		args: []any{r.Owner, r.Attempt, token, b.channelArg, r.Key, b.handOffArg, b.forgetArg},
 	}
 }
 

@@ -23,11 +23,11 @@
 //
 // The lease key is the name's record: one hash with the holder, its token,
 // which is also the name's fence counter, its deadline, and the waiters'
-// mark. It has no TTL and stays when the name is free, so a name costs one
-// small hash for as long as it is used, where earlier versions kept only
-// the counter key (MEMORY USAGE on Redis 7 with a 30-byte key: 152 bytes
-// for a free record, 72 for that key), and List's SCAN visits free names
-// too. Earlier
+// mark. It has no TTL while the name is held or awaited; a release that
+// leaves it free with nobody queued sets it to expire WithForgetAfter after
+// the name's last grant, past which the server's clock outbids every token
+// the name had (MEMORY USAGE on Redis 7 with a 30-byte key: 152 bytes for
+// a free record), and List's SCAN visits free names until then. Earlier
 // versions kept a holding as a hash with a PX expiry and the counter in the
 // token key: the scripts honour such holdings and carry such a counter into
 // the record at the name's next grant, so an upgraded deployment needs no
@@ -90,9 +90,10 @@
 // # Eviction
 //
 // Under memory pressure an allkeys-* policy may delete a record and free a
-// held name. Records have no TTL, so volatile-* policies pass them by, but
-// not a holding written by an earlier version (it has a TTL) nor the queue's
-// keys. New checks the policy of every server and refuses any but
+// held name. Held records have no TTL, so volatile-* policies pass them by,
+// but not free records waiting to be forgotten (harmless: the next token
+// rests on the clock), a holding written by an earlier version (it has a
+// TTL), nor the queue's keys. New checks the policy of every server and refuses any but
 // noeviction with ErrEvictionPolicy, unless WithEvictionAllowed accepts the
 // risk. The policy is read once, in New: a later CONFIG SET is not seen.
 //

@@ -15,10 +15,10 @@ const policyCheckTimeout = 5 * time.Second
 
 // checkEviction makes sure no server behind the client may evict a lease: each
 // one's maxmemory-policy must be noeviction. The allkeys-* policies evict
-// records, and an evicted record frees a name while its holder works. Records
-// have no TTL, so the volatile-* policies leave them, but they evict what has
-// one: a holding written by an earlier version (during an upgrade) and the
-// waiter queue.
+// records, and an evicted record frees a name while its holder works. Held
+// records have no TTL, so the volatile-* policies leave them, but they evict
+// what has one: a holding written by an earlier version (during an upgrade),
+// the waiter queue, and free records waiting to be forgotten.
 //
 // A server that answers CONFIG GET with an error (CONFIG renamed or disabled,
 // an ACL without +config) gives ErrEvictionPolicy, naming WithEvictionAllowed;

@@ -108,7 +108,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 	)
 	if terr := b.roundTrip(ctx, []string{key}, func(ctx context.Context) {
 		reply, err = revokeScript.Run(ctx, b.client, keys, strconv.FormatUint(token, 10), b.channelArg, key, b.handOffArg,
-			hex.EncodeToString(id[:]), revokeReceiptTTL.Milliseconds()).Result()
+			hex.EncodeToString(id[:]), revokeReceiptTTL.Milliseconds(), b.forgetArg).Result()
 	}); terr != nil {
 		return backend.Holder{}, false, fmt.Errorf("redis: revoke %q: %w", key, terr)
 	}

@@ -229,12 +229,12 @@ func TestSharedPathsCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	count("release of the last holding", map[string]int{"hmget": 2, "time": 1, "hdel": 1, "hset": 1}, func() {
+	count("release of the last holding", map[string]int{"hmget": 2, "time": 1, "hdel": 1, "hset": 1, "pexpireat": 1}, func() {
 		if err := b.Release(ctx, h2.release()); err != nil {
 			t.Fatal(err)
 		}
 	})
-	count("acquire of a free record", map[string]int{"time": 1, "hmget": 1, "hset": 1}, func() {
+	count("acquire of a free record", map[string]int{"time": 1, "hmget": 1, "hset": 1, "persist": 1}, func() {
 		h1 = mustSlot(t, b, "k", "alice", 2)
 	})
 	h2 = mustSlot(t, b, "k", "bob", 2)
@@ -344,7 +344,7 @@ func TestRevokeOfASharedHolding(t *testing.T) {
 	}
 	receipt := c.HGetAll(ctx, b.cfg.prefix+hashTag("k")+":revoked").Val()
 	reply, err := revokeScript.Run(ctx, c, append(b.keysOf("k"), b.cfg.prefix+hashTag("k")+":revoked"), itoa64(short.Token),
-		b.channelArg, "k", b.handOffArg, receipt["id"], revokeReceiptTTL.Milliseconds()).Result()
+		b.channelArg, "k", b.handOffArg, receipt["id"], revokeReceiptTTL.Milliseconds(), b.forgetArg).Result()
 	if h, removed, err := parseHolding("k", reply); err != nil || !removed || h.Token != short.Token || h.Limit != 2 {
 		t.Fatalf("the receipt's answer: %+v, %v, %v (reply %v)", h, removed, err, reply)
 	}

@@ -20,6 +20,7 @@ type config struct {
 	confirmTimeout time.Duration
 	restartGrace   time.Duration
 	allowEviction  bool
+	forgetAfter    time.Duration
 	logger         *slog.Logger
 	// watchIdle is how long the release watch waits for a message before it
 	// pings the server to check the connection; unexported so tests can
@@ -32,11 +33,12 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		prefix:    DefaultKeyPrefix,
-		notify:    true,
-		queue:     true,
-		logger:    slog.New(slog.DiscardHandler),
-		watchIdle: 15 * time.Second,
+		prefix:      DefaultKeyPrefix,
+		notify:      true,
+		queue:       true,
+		forgetAfter: DefaultForgetAfter,
+		logger:      slog.New(slog.DiscardHandler),
+		watchIdle:   15 * time.Second,
 	}
 }
 
@@ -105,6 +107,23 @@ func WithReplicaConfirmation(replicas int, timeout time.Duration) Option {
 // young): use WithReplicaConfirmation for that.
 func WithRestartGrace(d time.Duration) Option {
 	return func(c *config) { c.restartGrace = d }
+}
+
+// DefaultForgetAfter is how long after its last grant a released name's
+// record stays unless WithForgetAfter says otherwise.
+const DefaultForgetAfter = time.Minute
+
+// WithForgetAfter sets when the record of a name that a release (or revoke)
+// leaves free, with nobody queued, is deleted: d after the name's last grant
+// (its last token), or at once when that has passed. Default
+// DefaultForgetAfter. A grant, or a queued waiter, keeps the record again.
+// Any d >= 0 is safe: the name's next token rests on the server's clock,
+// which has passed every token the name had once its record is gone
+// (scripts/CONTRACT.md, "Forgetting a free name"); a longer d only spares
+// a name in steady use the re-creation of its record. d < 0 is refused
+// with ErrInvalidOption.
+func WithForgetAfter(d time.Duration) Option {
+	return func(c *config) { c.forgetAfter = d }
 }
 
 // WithEvictionAllowed makes New skip its check of the servers'

@@ -490,7 +490,8 @@ func TestWaiterQueueOff(t *testing.T) {
 // What the queue costs the paths that do not use it, counted by the server:
 // an unmarked free record nothing (a name without a record one LINDEX), a
 // refusal without a queue request nothing, a release nobody waits for
-// nothing; and what the record's paths cost.
+// nothing; and what the record's paths cost (a release's PEXPIREAT, which
+// makes the name forgettable, and a free record's grant's PERSIST).
 func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 	s := redistest.Start(t) // its own server: the test reads and resets its statistics
 	c := redistest.NewClient(t, s.Addr())
@@ -527,12 +528,12 @@ func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 	count("refusal", map[string]int{"hmget": 1, "time": 1}, func() {
 		mustBusy(t, b, "k", "bob", "alice")
 	})
-	count("release", map[string]int{"hmget": 1, "hset": 1}, func() {
+	count("release", map[string]int{"hmget": 1, "hset": 1, "pexpireat": 1}, func() {
 		if err := b.Release(ctx, h.release()); err != nil {
 			t.Fatal(err)
 		}
 	})
-	count("acquire of a free name", map[string]int{"hmget": 1, "time": 1, "hset": 1}, func() {
+	count("acquire of a free name", map[string]int{"hmget": 1, "time": 1, "hset": 1, "persist": 1}, func() {
 		h = mustAcquire(t, b, "k", "alice", time.Minute)
 	})
 	count("the same attempt again", map[string]int{"hmget": 1, "time": 1, "hset": 1}, func() {
@@ -547,7 +548,7 @@ func TestQueueCostsTheOtherPathsLittle(t *testing.T) {
 		mustHolder(t, b, "k", "alice")
 	})
 	waitFor(t, b, "k", "bob")
-	count("release of a marked holding, no queue", map[string]int{"hmget": 1, "lindex": 1, "hset": 1, "publish": 1}, func() {
+	count("release of a marked holding, no queue", map[string]int{"hmget": 1, "lindex": 1, "hset": 1, "publish": 1, "pexpireat": 1}, func() {
 		if err := b.Release(ctx, h.release()); err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,8 @@ var (
 	sharedSrc string
 	//go:embed scripts/acquire_shared.lua
 	acquireSharedSrc string
+	//go:embed scripts/forget.lua
+	forgetSrc string
 
 	acquireScript = goredis.NewScript(withQueue(acquireSrc))
 	// acquireSharedScript is Acquire's for a limit above 1.
@@ -54,7 +56,8 @@ var (
 // --[[queue.lua]], enqueue.lua (the acquire scripts' queueing) where it says
 // --[[enqueue.lua]], shared.lua (the paths of a shared record, a name held
 // under a limit above 1) where it says --[[shared.lua]], and the queue's
-// bound where it says {{MaxQueueEntries}}: Lua scripts cannot include each
+// bound where it says {{MaxQueueEntries}}, and forget.lua (how a name left
+// free is forgotten) where release and revoke say --[[forget.lua]]: Lua scripts cannot include each
 // other, and one text of each keeps the scripts in step. Each include sits
 // inside the block of the paths that need it, so that the others create
 // none of its functions. A script without queue.lua is a bug: it panics at
@@ -67,5 +70,6 @@ func withQueue(src string) string {
 	src = strings.ReplaceAll(src, include, queueSrc)
 	src = strings.ReplaceAll(src, "\t--[[enqueue.lua]]\n", enqueueSrc)
 	src = strings.ReplaceAll(src, "\t--[[shared.lua]]\n", sharedSrc)
+	src = strings.ReplaceAll(src, "--[[forget.lua]]\n", forgetSrc)
 	return strings.ReplaceAll(src, "{{MaxQueueEntries}}", strconv.Itoa(backend.MaxQueueEntries))
 }

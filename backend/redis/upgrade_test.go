@@ -219,6 +219,10 @@ func TestUpgradeOlderScriptsMeetRecords(t *testing.T) {
 	if err := b.Release(ctx, free.release()); err != nil {
 		t.Fatal(err)
 	}
+	// A free record without an expiry (one a waiter is queued on, or one
+	// written before records were forgotten); a released one that expires
+	// is TestUpgradeOlderScriptsMeetAForgettableRecord's.
+	c.Persist(ctx, b.LeaseKey("free"))
 	for _, key := range []string{"k", "free"} {
 		before := c.HGetAll(ctx, b.LeaseKey(key)).Val()
 		for name, r := range map[string]backend.AcquireRequest{
@@ -278,6 +282,46 @@ func TestUpgradeOlderScriptsMeetRecords(t *testing.T) {
 	expireIn(t, c, b, "h", 0) // its pickup window ends
 	if erin := mustAcquire(t, b, "h", "erin", time.Minute); erin.Token <= handed.Token {
 		t.Fatalf("token %d after %d", erin.Token, handed.Token)
+	}
+}
+
+// A released record, which expires to be forgotten, reads to the older
+// scripts as a holding of the owner "" (a hash with an owner and a TTL):
+// their acquire is refused and grants nothing, their renew and release
+// match nothing, and the record is forgotten when it was set to be. Then
+// the older acquire takes the name as one without a record, its token on
+// the clock, above the record's.
+func TestUpgradeOlderScriptsMeetAForgettableRecord(t *testing.T) {
+	c := redistest.Client(t)
+	b := newTestBackend(t, c, WithForgetAfter(300*time.Millisecond))
+	old := v1{t, b, c}
+	ctx := ctxT(t)
+	alice := mustAcquire(t, b, "k", "alice", time.Minute)
+	if err := b.Release(ctx, alice.release()); err != nil {
+		t.Fatal(err)
+	}
+	at := forgetTime(t, c, b, "k")
+	for name, r := range map[string]backend.AcquireRequest{
+		"another owner":    {Key: "k", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute},
+		"the last holder":  {Key: "k", Owner: "alice", Attempt: alice.attempt, TTL: time.Minute},
+		"another, waiting": {Key: "k", Owner: "bob", Attempt: newAttempt(), TTL: time.Minute, Wait: true},
+	} {
+		if g, err := old.acquire(r); err != nil || g.Acquired || g.Holder != "" {
+			t.Fatalf("older acquire (%s) = %+v, %v; want refused by the owner \"\"", name, g, err)
+		}
+	}
+	if g, holder, err := old.renew(alice.renew(time.Minute)); err != nil || g.Acquired {
+		t.Fatalf("older renew = %+v (%q), %v; want not held", g, holder, err)
+	}
+	if r, err := old.release(alice.release()); err != nil || r != int64(0) {
+		t.Fatalf("older release = %v, %v; want 0", r, err)
+	}
+	if got := forgetTime(t, c, b, "k"); got != at {
+		t.Fatalf("the older scripts moved the forget time from %d to %d", at, got)
+	}
+	awaitServerClock(t, c, at)
+	if bob := old.mustAcquire("k", "bob", newAttempt(), backend.QueueRequest{}); bob.Token <= alice.Token {
+		t.Fatalf("older token %d after %d", bob.Token, alice.Token)
 	}
 }
 

@@ -17,6 +17,9 @@ local exp = now_ms + ARGV[3]
 -- there is no record: the older layout kept no mark on a free name).
 local counter, refusal, look
 local record = cur[1] == '2'
+-- A free record may have an expiry (it is forgotten some time after it was
+-- freed, forget.lua): whatever makes it live or marked again removes it.
+local expiring = record and cur[2] == ''
 if record then
 	counter = cur[4]
 	local until_ms = tonumber(cur[5])
@@ -174,6 +177,9 @@ if refusal or head then
 		local queued = enqueue()
 		if queued == 1 and record and cur[6] ~= '1' and refusal[1] == '' then
 			redis.call('HSET', KEYS[1], 'w', '1')
+			if expiring then
+				redis.call('PERSIST', KEYS[1])
+			end
 		end
 		return {0, refusal[1], refusal[2], refusal[3], refusal[4], queued}
 	end
@@ -229,6 +235,9 @@ elseif cur[6] then
 end
 if record then
 	redis.call('HSET', KEYS[1], unpack(fields))
+	if expiring then
+		redis.call('PERSIST', KEYS[1])
+	end
 else
 	redis.call('HSET', KEYS[1], 'v', '2', unpack(fields))
 	if counter then

@@ -20,6 +20,9 @@ local queue_asked = ARGV[10] ~= nil
 -- the queue may have entries; live, dead and rec are the shared record's
 -- holdings (none for another record).
 local record = cur[1] == '2'
+-- A free record may have an expiry (it is forgotten some time after it was
+-- freed, forget.lua): whatever makes it live or marked again removes it.
+local expiring = record and cur[2] == ''
 local counter, look
 local live, first, dead, rec = {}, nil, {}, {}
 if record then
@@ -78,6 +81,9 @@ local handed, nhanded, handed_exp = {}, 0, 0
 local function refuse(r)
 	if (ARGV[6] == '1' or queue_asked) and record and cur[6] ~= '1' then
 		redis.call('HSET', KEYS[1], 'w', '1')
+		if expiring then
+			redis.call('PERSIST', KEYS[1])
+		end
 	end
 	local queued = 0
 	if queue_asked then
@@ -275,6 +281,9 @@ elseif #live == 0 and cur[6] then
 	add('w', '')
 end
 redis.call('HSET', KEYS[1], unpack(fields))
+if expiring then
+	redis.call('PERSIST', KEYS[1])
+end
 if not record and counter then
 	redis.call('DEL', KEYS[2])
 end

@@ -100,9 +100,10 @@
 	-- the queue has entries. counter is the fence counter's text (nil for
 	-- none). old says the holding is in the older layout (a hash with an
 	-- expiry, its counter the key KEYS[2]): it goes, and a hand-off writes a
-	-- record in its place. Returns 2 (handed on), 1 (free), or nil and an
+	-- record in its place. forget is forget.lua's: a name left free is
+	-- forgotten after the forget delay. Returns 2 (handed on), 1 (free), or nil and an
 	-- error reply (the counter is not a token: the holding stays).
-	local function hand_on(t, channel, name, handoff, counter, old)
+	local function hand_on(t, channel, name, handoff, counter, old, forget)
 		local a, e
 		local now_ms
 		local first = redis.call('LINDEX', KEYS[3], 0)
@@ -112,10 +113,14 @@
 			a, e = live_head(now_ms, first, 1)
 		end
 		if not a then
+			-- The queue is empty now (live_head dropped what it met): the
+			-- name is free and unmarked, and is forgotten after the delay.
 			if old then
 				redis.call('DEL', KEYS[1]) -- the counter key stays: it is this name's
+				forget(KEYS[2], counter)
 			else
 				redis.call('HSET', KEYS[1], 'owner', '', 'att', '', 'meta', '', 'w', '')
+				forget(KEYS[1], counter)
 			end
 			if channel ~= '' then
 				redis.call('PUBLISH', channel, name)

@@ -2,7 +2,10 @@
 -- whoever holds it, and hand it on or announce it as a release does (when it
 -- is marked w); leave a receipt naming this revoke (ARGV[5]), so that a
 -- resend of it whose first answer was lost knows it removed the holding.
--- KEYS, ARGV, the record and replies: CONTRACT.md.
+-- A name left free and unmarked is forgotten after the forget delay
+-- (forget.lua). KEYS, ARGV, the record and replies: CONTRACT.md.
+--[[forget.lua]]
+
 local t = redis.call('TIME')
 local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
 local cur = redis.call('HMGET', KEYS[1], 'v', 'owner', 'token', 'meta', 'exp', 'w')
@@ -42,7 +45,7 @@ if live and cur[2] == '\0' then
 	end
 	if h then
 		local r, err = shared_end(t, now_ms, 'h:' .. h.a, tonumber(rec.c) or (#hs + #dead), tonumber(rec.n), tonumber(cur[5]),
-			cur[3], cur[6] == '1', true, ARGV[2], ARGV[3], ARGV[4])
+			cur[3], cur[6] == '1', true, ARGV[2], ARGV[3], ARGV[4], forget)
 		if not r then
 			return err
 		end
@@ -71,16 +74,18 @@ if cur[6] == '1' then
 	if old then
 		counter = redis.call('GET', KEYS[2]) or nil
 	end
-	local r, err = hand_on(t, ARGV[2], ARGV[3], ARGV[4], counter, old)
+	local r, err = hand_on(t, ARGV[2], ARGV[3], ARGV[4], counter, old, forget)
 	if not r then
 		return err
 	end
 elseif old then
-	redis.call('DEL', KEYS[1]) -- the counter key stays: it is this name's
+	redis.call('DEL', KEYS[1]) -- the counter key stays, until it is forgotten: it is this name's
+	forget(KEYS[2], redis.call('GET', KEYS[2]) or nil)
 else
-	-- The record stays, free, with the revoked token: it is never issued
-	-- again.
+	-- The record stays, free, with the revoked token (it is never issued
+	-- again), until it is forgotten.
 	redis.call('HSET', KEYS[1], 'owner', '', 'att', '', 'meta', '')
+	forget(KEYS[1], cur[3])
 end
 local token, meta = cur[3] or '0', cur[4] or ''
 redis.call('HSET', KEYS[5], 'id', ARGV[5], 'owner', cur[2], 'token', token, 'meta', meta,

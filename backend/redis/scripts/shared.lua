@@ -57,10 +57,11 @@
 	-- handoff .. notify (when neither is ""). Otherwise the slot is free:
 	-- the last holding's end makes the record a free exclusive one (owner
 	-- "", unmarked when the queue was looked at and had no live entry), and
-	-- a marked record's release is published on channel (when not "").
-	-- Returns 2 (handed on), 1 (free), or nil and an error reply (the
+	-- a marked record's release is published on channel (when not ""). A
+	-- record left free and unmarked is forgotten after the forget delay
+	-- (forget, forget.lua's). Returns 2 (handed on), 1 (free), or nil and an error reply (the
 	-- counter is not a token: nothing changed).
-	local function shared_end(t, now_ms, freed, c, n, rec_exp, counter, marked, live, channel, name, handoff)
+	local function shared_end(t, now_ms, freed, c, n, rec_exp, counter, marked, live, channel, name, handoff, forget)
 		local unmark = false
 		if live and marked then
 			local first = redis.call('LINDEX', KEYS[3], 0)
@@ -98,6 +99,9 @@
 				redis.call('HSET', KEYS[1], 'owner', '', 'w', '')
 			else
 				redis.call('HSET', KEYS[1], 'owner', '')
+			end
+			if unmark or not marked then
+				forget(KEYS[1], counter)
 			end
 		else
 			redis.call('HDEL', KEYS[1], freed)
