@@ -22,9 +22,11 @@ const (
 )
 
 const (
-	// MaxSweepBatch bounds one sweep, so that an acquire never deletes an
-	// unbounded number of rows before it runs.
-	MaxSweepBatch = 100_000
+	// MaxSweepBatch bounds one sweep's DELETE per table below the 5,000
+	// locks on one table or index at which SQL Server escalates a
+	// statement's row locks to a table lock, which would stall every other
+	// call on the lease table until the sweep commits.
+	MaxSweepBatch = 4_000
 	// cleanupReleaseTimeout bounds the release of a grant that the caller
 	// will not get (replica not confirmed), which runs even after ctx ended.
 	cleanupReleaseTimeout = 5 * time.Second
@@ -104,7 +106,8 @@ func WithReplicaPollInterval(d time.Duration) Option {
 // leases do not pile up without a background job. Here the sweep is a
 // statement of the acquire's own batch (no extra round trip), hence the
 // default interval 0. batch 0 turns the sweep off; New refuses a negative
-// every, a negative batch or one above MaxSweepBatch. Default:
+// every, a negative batch or one above MaxSweepBatch (4,000, below SQL
+// Server's lock escalation threshold). Default:
 // DefaultSweepEvery (0), DefaultSweepBatch (100).
 func WithSweep(every time.Duration, batch int) Option {
 	return func(c *config) { c.sweepEvery, c.sweepBatch = every, batch }
@@ -145,7 +148,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithReplicaTimeout(%v): not positive", ErrInvalidOption, c.replicaTimeout)
 	case c.replicaPoll <= 0:
 		return fmt.Errorf("%w: WithReplicaPollInterval(%v): not positive", ErrInvalidOption, c.replicaPoll)
-	case c.sweepEvery < 0 || c.sweepBatch < 0 || c.sweepBatch > MaxSweepBatch:
+	case c.sweepBatch > MaxSweepBatch:
+		return fmt.Errorf("%w: WithSweep(%v, %d): batch above MaxSweepBatch (%d): a DELETE of that many rows would escalate to a table lock", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
+	case c.sweepEvery < 0 || c.sweepBatch < 0:
 		return fmt.Errorf("%w: WithSweep(%v, %d): need every >= 0 and batch within [0, %d]", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
 	case c.retry.attempts < 1 || c.retry.base <= 0 || c.retry.max < c.retry.base:
 		return fmt.Errorf("%w: WithRetry(%d, %v, %v): need attempts >= 1 and 0 < base <= max", ErrInvalidOption, c.retry.attempts, c.retry.base, c.retry.max)
