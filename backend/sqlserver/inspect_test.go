@@ -173,7 +173,15 @@ func TestInspectSQL(t *testing.T) {
 	indexOf(t, q.inspect, "WHERE "+keyMatch)
 	indexOf(t, q.revoke, "WHERE "+keyMatch)
 	indexOf(t, q.revoke, "(@token = 0 OR FencingToken = @token)")
-	indexOf(t, q.list, "WHERE LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix\n  AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)")
+	// By bytes: LEN and LEFT would count characters by two different
+	// collations (a supplementary character is one under _SC and _UTF8
+	// collations, two under the column's BIN2).
+	indexOf(t, q.list, "WHERE LeaseNameBytes >= DATALENGTH(@prefix)\n  AND SUBSTRING(CAST(LeaseName AS VARBINARY(800)), 1, DATALENGTH(@prefix)) = CAST(@prefix AS VARBINARY(MAX))")
+	for _, chars := range []string{"LEN(", "LEFT("} {
+		if strings.Contains(q.list, chars) {
+			t.Errorf("list measures the prefix in characters (%s)", chars)
+		}
+	}
 	indexOf(t, q.list, "ORDER BY LeaseName, LeaseNameBytes, FencingToken;")
 	for name, text := range map[string]string{"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		checkWellFormed(t, name, text, map[string]bool{"@name": true, "@prefix": true, "@token": true})
