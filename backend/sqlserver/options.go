@@ -19,6 +19,9 @@ const (
 	DefaultRetryAttempts       = 5
 	DefaultRetryBaseDelay      = 20 * time.Millisecond
 	DefaultRetryMaxDelay       = time.Second
+	// DefaultMaxCalls bounds the calls in flight on a *sql.DB whose pool is
+	// unlimited (WithMaxCalls).
+	DefaultMaxCalls = 32
 )
 
 const (
@@ -50,6 +53,8 @@ type config struct {
 	sweepEvery     time.Duration
 	sweepBatch     int
 	retry          retryPolicy
+	maxCalls       int // 0: DefaultMaxCalls
+	maxCallsSet    bool
 	logger         *slog.Logger
 }
 
@@ -124,6 +129,17 @@ func WithRetry(attempts int, base, max time.Duration) Option {
 	return func(c *config) { c.retry = retryPolicy{attempts: attempts, base: base, max: max} }
 }
 
+// WithMaxCalls bounds how many calls the backend runs at once: each call in
+// flight holds a connection of the *sql.DB, and SQL Server refuses
+// connections beyond its own limit. Further calls wait for a free slot
+// within their context. The bound is never above the pool's
+// MaxOpenConnections (db.SetMaxOpenConns, read by New) when that is set.
+// Default: DefaultMaxCalls (32) for an unlimited pool, else the pool's
+// limit. New refuses n < 1.
+func WithMaxCalls(n int) Option {
+	return func(c *config) { c.maxCalls, c.maxCallsSet = n, true }
+}
+
 // WithLogger sets where the backend logs acquisition faults, retries, replica
 // confirmation outcomes and release faults. Default: nothing is logged; nil
 // keeps the default. Keys and owners are logged; connection strings never are
@@ -152,6 +168,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithSweep(%v, %d): batch above MaxSweepBatch (%d): a DELETE of that many rows would escalate to a table lock", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
 	case c.sweepEvery < 0 || c.sweepBatch < 0:
 		return fmt.Errorf("%w: WithSweep(%v, %d): need every >= 0 and batch within [0, %d]", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
+	case c.maxCallsSet && c.maxCalls < 1:
+		return fmt.Errorf("%w: WithMaxCalls(%d): need at least 1", ErrInvalidOption, c.maxCalls)
 	case c.retry.attempts < 1 || c.retry.base <= 0 || c.retry.max < c.retry.base:
 		return fmt.Errorf("%w: WithRetry(%d, %v, %v): need attempts >= 1 and 0 < base <= max", ErrInvalidOption, c.retry.attempts, c.retry.base, c.retry.max)
 	}
