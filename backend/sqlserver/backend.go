@@ -28,6 +28,9 @@ type Backend struct {
 
 	lastSweep atomic.Int64 // unix nanoseconds of the last acquire that swept
 
+	// slots holds one token per call in flight (call), at most callBound.
+	slots chan struct{}
+
 	// trips runs every call's queries, so that the call ends with its
 	// context (call); closing ends its idle I/O goroutines.
 	trips     *roundtrip.Runner
@@ -39,7 +42,9 @@ var _ backend.Backend = (*Backend)(nil)
 
 // New returns a backend that keeps leases in the table of WithTable (default
 // lease.Leases) of db. It does not create the table (see EnsureSchema and
-// CreateScript) and does not touch the database. db (and a replica given with
+// CreateScript) and does not touch the database. It runs at most as many
+// calls at once as db's pool allows (db.SetMaxOpenConns, read here: set it
+// before New), or DefaultMaxCalls when the pool is unlimited (WithMaxCalls). db (and a replica given with
 // WithReplica) stay the caller's: Close does not close them.
 func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
@@ -64,6 +69,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 		cfg:     cfg,
 		log:     cfg.logger.With("backend", "sqlserver", "table", names.String()),
 		replica: cfg.replica,
+		slots:   make(chan struct{}, callBound(db.Stats().MaxOpenConnections, cfg.maxCalls)),
 		trips:   roundtrip.New(closing),
 		closing: closing,
 	}, nil

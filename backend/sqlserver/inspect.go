@@ -95,10 +95,11 @@ func (b *Backend) listOnce(ctx context.Context, prefix string) ([]backend.Holder
 // next renewal fails with ErrNotHeld, and its token is never issued again.
 // Like a release, it hands the key on to the head of its waiter queue in the
 // same transaction (backend/queue.go); there are no notifications: the new
-// holder finds its holding when it next polls. Revoke is never retried:
-// after an ambiguous failure a second run could report a removal it did not
-// make, or (token 0) remove a holding granted in between that the operator
-// never saw; Inspect tells what stands.
+// holder finds its holding when it next polls. Revoke is retried only when
+// it was chosen as a deadlock victim, whose transaction is rolled back
+// whole: after an ambiguous failure a second run could report a removal it
+// did not make, or (token 0) remove a holding granted in between that the
+// operator never saw; Inspect tells what stands.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holder{}, false, err
@@ -111,7 +112,7 @@ func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend
 		h       backend.Holder
 		removed bool
 	)
-	err := b.call(ctx, []string{key}, func(ctx context.Context) error {
+	err := b.retryWhen(ctx, "revoke", []string{key}, isRolledBack, func(ctx context.Context) error {
 		rows, err := b.db.QueryContext(ctx, b.q.revoke, sql.Named("name", key), sql.Named("token", t))
 		if err != nil {
 			return err

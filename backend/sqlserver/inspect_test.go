@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
+	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/leasehold/leasehold/backend"
 )
@@ -129,12 +131,23 @@ func TestRevoke(t *testing.T) {
 		t.Errorf("Revoke of another token = %v, %v; want nothing removed", removed, err)
 	}
 
-	// Never retried, even after a transient error: a second run could
-	// misreport or remove a newer holding.
+	// A deadlock victim's revoke was rolled back whole: it runs again.
 	b, mock = newMockBackend(t)
 	mock.ExpectQuery(b.q.revoke).WillReturnError(deadlockErr)
-	if _, removed, err := b.Revoke(ctx, "job", 0); err == nil || removed {
-		t.Errorf("Revoke after a deadlock = %v, %v; want the error", removed, err)
+	mock.ExpectQuery(b.q.revoke).WithArgs(sql.Named("name", "job"), sql.Named("token", int64(0))).
+		WillReturnRows(sqlmock.NewRows(holdingColumns).AddRow("o1", int64(7), expires, int64(1_000_000), "", int64(1)))
+	if h, removed, err := b.Revoke(ctx, "job", 0); err != nil || !removed || h.Token != 7 {
+		t.Errorf("Revoke after a deadlock = %+v, %v, %v; want it run again and removed", h, removed, err)
+	}
+
+	// Never retried after another transient error, whose batch may have
+	// committed: a second run could misreport or remove a newer holding.
+	for _, transient := range []error{mssql.Error{Number: 40613}, mssql.StreamError{InnerError: io.ErrUnexpectedEOF}} {
+		b, mock = newMockBackend(t)
+		mock.ExpectQuery(b.q.revoke).WillReturnError(transient)
+		if _, removed, err := b.Revoke(ctx, "job", 0); err == nil || removed {
+			t.Errorf("Revoke after %v = %v, %v; want the error", transient, removed, err)
+		}
 	}
 
 	b, _ = newMockBackend(t)
@@ -160,7 +173,15 @@ func TestInspectSQL(t *testing.T) {
 	indexOf(t, q.inspect, "WHERE "+keyMatch)
 	indexOf(t, q.revoke, "WHERE "+keyMatch)
 	indexOf(t, q.revoke, "(@token = 0 OR FencingToken = @token)")
-	indexOf(t, q.list, "WHERE LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix\n  AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)")
+	// By bytes: LEN and LEFT would count characters by two different
+	// collations (a supplementary character is one under _SC and _UTF8
+	// collations, two under the column's BIN2).
+	indexOf(t, q.list, "WHERE LeaseNameBytes >= DATALENGTH(@prefix)\n  AND SUBSTRING(CAST(LeaseName AS VARBINARY(800)), 1, DATALENGTH(@prefix)) = CAST(@prefix AS VARBINARY(MAX))")
+	for _, chars := range []string{"LEN(", "LEFT("} {
+		if strings.Contains(q.list, chars) {
+			t.Errorf("list measures the prefix in characters (%s)", chars)
+		}
+	}
 	indexOf(t, q.list, "ORDER BY LeaseName, LeaseNameBytes, FencingToken;")
 	for name, text := range map[string]string{"inspect": q.inspect, "list": q.list, "revoke": q.revoke} {
 		checkWellFormed(t, name, text, map[string]bool{"@name": true, "@prefix": true, "@token": true})

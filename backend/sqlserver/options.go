@@ -19,12 +19,17 @@ const (
 	DefaultRetryAttempts       = 5
 	DefaultRetryBaseDelay      = 20 * time.Millisecond
 	DefaultRetryMaxDelay       = time.Second
+	// DefaultMaxCalls bounds the calls in flight on a *sql.DB whose pool is
+	// unlimited (WithMaxCalls).
+	DefaultMaxCalls = 32
 )
 
 const (
-	// MaxSweepBatch bounds one sweep, so that an acquire never deletes an
-	// unbounded number of rows before it runs.
-	MaxSweepBatch = 100_000
+	// MaxSweepBatch bounds one sweep's DELETE per table below the 5,000
+	// locks on one table or index at which SQL Server escalates a
+	// statement's row locks to a table lock, which would stall every other
+	// call on the lease table until the sweep commits.
+	MaxSweepBatch = 4_000
 	// cleanupReleaseTimeout bounds the release of a grant that the caller
 	// will not get (replica not confirmed), which runs even after ctx ended.
 	cleanupReleaseTimeout = 5 * time.Second
@@ -48,6 +53,8 @@ type config struct {
 	sweepEvery     time.Duration
 	sweepBatch     int
 	retry          retryPolicy
+	maxCalls       int // 0: DefaultMaxCalls
+	maxCallsSet    bool
 	logger         *slog.Logger
 }
 
@@ -104,7 +111,8 @@ func WithReplicaPollInterval(d time.Duration) Option {
 // leases do not pile up without a background job. Here the sweep is a
 // statement of the acquire's own batch (no extra round trip), hence the
 // default interval 0. batch 0 turns the sweep off; New refuses a negative
-// every, a negative batch or one above MaxSweepBatch. Default:
+// every, a negative batch or one above MaxSweepBatch (4,000, below SQL
+// Server's lock escalation threshold). Default:
 // DefaultSweepEvery (0), DefaultSweepBatch (100).
 func WithSweep(every time.Duration, batch int) Option {
 	return func(c *config) { c.sweepEvery, c.sweepBatch = every, batch }
@@ -119,6 +127,17 @@ func WithSweep(every time.Duration, batch int) Option {
 // (1s).
 func WithRetry(attempts int, base, max time.Duration) Option {
 	return func(c *config) { c.retry = retryPolicy{attempts: attempts, base: base, max: max} }
+}
+
+// WithMaxCalls bounds how many calls the backend runs at once: each call in
+// flight holds a connection of the *sql.DB, and SQL Server refuses
+// connections beyond its own limit. Further calls wait for a free slot
+// within their context. The bound is never above the pool's
+// MaxOpenConnections (db.SetMaxOpenConns, read by New) when that is set.
+// Default: DefaultMaxCalls (32) for an unlimited pool, else the pool's
+// limit. New refuses n < 1.
+func WithMaxCalls(n int) Option {
+	return func(c *config) { c.maxCalls, c.maxCallsSet = n, true }
 }
 
 // WithLogger sets where the backend logs acquisition faults, retries, replica
@@ -145,8 +164,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithReplicaTimeout(%v): not positive", ErrInvalidOption, c.replicaTimeout)
 	case c.replicaPoll <= 0:
 		return fmt.Errorf("%w: WithReplicaPollInterval(%v): not positive", ErrInvalidOption, c.replicaPoll)
-	case c.sweepEvery < 0 || c.sweepBatch < 0 || c.sweepBatch > MaxSweepBatch:
+	case c.sweepBatch > MaxSweepBatch:
+		return fmt.Errorf("%w: WithSweep(%v, %d): batch above MaxSweepBatch (%d): a DELETE of that many rows would escalate to a table lock", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
+	case c.sweepEvery < 0 || c.sweepBatch < 0:
 		return fmt.Errorf("%w: WithSweep(%v, %d): need every >= 0 and batch within [0, %d]", ErrInvalidOption, c.sweepEvery, c.sweepBatch, MaxSweepBatch)
+	case c.maxCallsSet && c.maxCalls < 1:
+		return fmt.Errorf("%w: WithMaxCalls(%d): need at least 1", ErrInvalidOption, c.maxCalls)
 	case c.retry.attempts < 1 || c.retry.base <= 0 || c.retry.max < c.retry.base:
 		return fmt.Errorf("%w: WithRetry(%d, %v, %v): need attempts >= 1 and 0 < base <= max", ErrInvalidOption, c.retry.attempts, c.retry.base, c.retry.max)
 	}

@@ -475,25 +475,26 @@ ORDER BY FencingToken;
 `
 
 // listTemplate reads the live holdings whose name starts with @prefix, in
-// name order. The name is cut at the prefix's length in characters (LEN of
-// the prefix plus one character, less one, counts its trailing spaces) and
-// compared under the column's binary collation, so case and control
-// characters count exactly as in keyMatch; the byte lengths are compared too,
-// because = ignores trailing spaces. Both sides are measured by the same
-// engine, so this holds whatever the storage encoding (UTF-16 on SQL Server,
-// UTF-8 on Babelfish for PostgreSQL). A range on the primary key cannot
-// express this (the padding rule sorts "ab\t" before "ab"), so this reads
-// the clustered index in order; it is an operator's view, not a hot path. An
-// empty @prefix matches every name. A name with several holders lists each
-// holding, by token.
+// name order. The prefix is compared as bytes (the names' UTF-16 code units,
+// as varbinary): character functions would measure the prefix by the
+// database's default collation, which under a supplementary-character (_SC
+// or _UTF8) collation counts a surrogate pair as one character where the
+// column's binary collation counts two, and would ignore trailing spaces.
+// The name must be at least as long as the prefix, so that both sides of
+// the comparison have the same length (varbinary comparisons ignore
+// trailing zero bytes). A range on the primary key cannot express this (the
+// padding rule sorts "ab\t" before "ab"), so this reads the clustered index
+// in order; it is an operator's view, not a hot path. An empty @prefix
+// matches every name. A name with several holders lists each holding, by
+// token.
 const listTemplate = `SET NOCOUNT ON;
 
 DECLARE @now DATETIMEOFFSET(7) = SYSDATETIMEOFFSET();
 
 SELECT LeaseName, OwnerInstanceId, FencingToken, ExpiresAtUtc, {remaining}, Metadata, HolderLimit
 FROM (` + holdingsWhere + `) AS l
-WHERE LEFT(LeaseName, LEN(@prefix + N'x') - 1) = @prefix
-  AND DATALENGTH(LEFT(LeaseName, LEN(@prefix + N'x') - 1)) = DATALENGTH(@prefix)
+WHERE LeaseNameBytes >= DATALENGTH(@prefix)
+  AND SUBSTRING(CAST(LeaseName AS VARBINARY(800)), 1, DATALENGTH(@prefix)) = CAST(@prefix AS VARBINARY(MAX))
 ORDER BY LeaseName, LeaseNameBytes, FencingToken;
 `
 

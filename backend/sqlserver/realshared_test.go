@@ -318,3 +318,41 @@ func TestRealServerSharedOneReleaseOneHandOff(t *testing.T) {
 		t.Fatalf("revoked holder's renew = %v, want ErrNotHeld", err)
 	}
 }
+
+// TestRealServerSharedRenewBatchTrailingSpaces: one batch renews the
+// holdings of "s" and "s " (names of limit 2 that differ only by a trailing
+// space); after their first expiry both records stand, so another owner's
+// exclusive acquire of either is refused while the renewed holdings live.
+func TestRealServerSharedRenewBatchTrailingSpaces(t *testing.T) {
+	b, db, n := newRealBackend(t)
+	ctx := realCtx(t)
+	short := func(key string) backend.AcquireRequest {
+		r := sharedReq(key, "a", 2)
+		r.TTL = 2 * time.Second
+		return r
+	}
+	gs := mustAcquire(t, ctx, b, short("s"))
+	gsp := mustAcquire(t, ctx, b, short("s "))
+	res, err := b.RenewBatch(ctx, []backend.RenewRequest{
+		{Key: "s", Owner: "a", Attempt: "a-1", Token: gs.Token, TTL: time.Minute},
+		{Key: "s ", Owner: "a", Attempt: "a-1", Token: gsp.Token, TTL: time.Minute},
+	})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("renew batch = %+v, %v", res, err)
+	}
+	// Waiting on the server's clock past the first expiry: nothing to signal.
+	last := gs.ExpiresAt
+	if gsp.ExpiresAt.After(last) {
+		last = gsp.ExpiresAt
+	}
+	time.Sleep(time.Until(last) + 500*time.Millisecond)
+	for _, key := range []string{"s", "s "} {
+		if rec, ok := readRecord(t, ctx, db, n, key); !ok || !rec.live || rec.limit != 2 {
+			t.Errorf("record of %q = %+v (present %t); want live, limit 2", key, rec, ok)
+		}
+		g, err := b.Acquire(ctx, backend.AcquireRequest{Key: key, Owner: "b", Attempt: "b-1", TTL: time.Minute})
+		if err != nil || g.Acquired || g.HeldLimit != 2 {
+			t.Errorf("exclusive acquire of %q while a renewed shared holding lives = %+v, %v; want refused for limit 2", key, g, err)
+		}
+	}
+}

@@ -153,6 +153,10 @@ func (b *Backend) renewChunk(ctx context.Context, rs []backend.RenewRequest, idx
 // Babelfish for PostgreSQL (missing FROM-clause entry), as is an OUTPUT of
 // the request table's columns; SQL Server takes either.
 //
+// @out keeps each renewed row's LeaseNameBytes beside its name: SQL Server
+// ignores trailing spaces in GROUP BY as in =, so names are grouped and
+// joined by both, exactly as keyMatch compares them.
+//
 // Requests that no exclusive row renewed and whose name has a record are
 // renewed among the holdings of names with several holders, in the same
 // round trip (renewSharedUpdateTemplate); when every request was renewed,
@@ -191,6 +195,7 @@ INSERT INTO @req (Idx, LeaseName, OwnerInstanceId, AttemptId, FencingToken, TtlU
 
 DECLARE @out TABLE (
     LeaseName       NVARCHAR(400)     COLLATE ` + binaryCollation + ` NOT NULL,
+    LeaseNameBytes  INT               NOT NULL,
     OwnerInstanceId NVARCHAR(400)     NOT NULL,
     AttemptId       NVARCHAR(64)      NOT NULL,
     FencingToken    BIGINT            NOT NULL,
@@ -214,8 +219,8 @@ BEGIN
     UPDATE m
     SET ExpiresAtUtc = x.LastExpires
     FROM {table} AS m WITH (ROWLOCK)
-    INNER JOIN (SELECT LeaseName, MAX(ExpiresAtUtc) AS LastExpires FROM @out GROUP BY LeaseName) AS x
-        ON m.LeaseName = x.LeaseName AND m.LeaseNameBytes = DATALENGTH(x.LeaseName)
+    INNER JOIN (SELECT LeaseName, LeaseNameBytes, MAX(ExpiresAtUtc) AS LastExpires FROM @out GROUP BY LeaseName, LeaseNameBytes) AS x
+        ON m.LeaseName = x.LeaseName AND m.LeaseNameBytes = x.LeaseNameBytes
     WHERE m.AttemptId = N'' AND m.HolderLimit > 1 AND m.ExpiresAtUtc < x.LastExpires;
     COMMIT TRANSACTION;
 END;
@@ -228,8 +233,8 @@ const renewUpdateTemplate = `
 UPDATE l
 SET RenewedAtUtc = @now,
     ExpiresAtUtc = DATEADD(MICROSECOND, CAST({ttl} % 1000000 AS INT), DATEADD(SECOND, CAST({ttl} / 1000000 AS INT), @now))
-OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
-INTO @out (LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
+OUTPUT inserted.LeaseName, inserted.LeaseNameBytes, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
+INTO @out (LeaseName, LeaseNameBytes, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
 FROM {table} AS l WITH (ROWLOCK)
 INNER JOIN @req AS r
     ON  l.LeaseName = r.LeaseName AND l.LeaseNameBytes = DATALENGTH(r.LeaseName)
@@ -248,8 +253,8 @@ const renewSharedUpdateTemplate = `
     UPDATE h
     SET RenewedAtUtc = @now,
         ExpiresAtUtc = DATEADD(MICROSECOND, CAST({ttl} % 1000000 AS INT), DATEADD(SECOND, CAST({ttl} / 1000000 AS INT), @now))
-    OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
-    INTO @out (LeaseName, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
+    OUTPUT inserted.LeaseName, inserted.LeaseNameBytes, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc
+    INTO @out (LeaseName, LeaseNameBytes, OwnerInstanceId, AttemptId, FencingToken, ExpiresAtUtc)
     FROM {holds} AS h WITH (ROWLOCK)
     INNER JOIN @req AS r
         ON  h.LeaseName = r.LeaseName AND h.LeaseNameBytes = DATALENGTH(r.LeaseName)

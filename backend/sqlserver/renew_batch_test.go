@@ -46,7 +46,7 @@ func TestRenewBatchSQL(t *testing.T) {
 	}
 	// Only the updated table's own columns: some engines (Babelfish for
 	// PostgreSQL) refuse an OUTPUT of the joined table's.
-	indexOf(t, q, "OUTPUT inserted.LeaseName, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
+	indexOf(t, q, "OUTPUT inserted.LeaseName, inserted.LeaseNameBytes, inserted.OwnerInstanceId, inserted.AttemptId, inserted.FencingToken, inserted.ExpiresAtUtc\nINTO @out")
 	if strings.Contains(q, "OUTPUT r.") {
 		t.Error("the batch outputs a column of the request table")
 	}
@@ -154,5 +154,27 @@ func TestRenewBatchChunks(t *testing.T) {
 	}
 	if params := 5 * maxBatchRenewals; params >= 2100 || len(regexp.MustCompile(`@n[0-9]+`).FindAllString(renewBatchSQL(b.names, first, []int64{1_000_000}), -1)) != maxBatchRenewals {
 		t.Errorf("a chunk sends %d parameters", params)
+	}
+}
+
+// TestRenewBatchExtendsRecordsByExactName: the records of names that differ
+// only by trailing spaces ("s" and "s ") are extended each by its own
+// holdings. SQL Server ignores trailing spaces in GROUP BY and in =, so every
+// renewed row carries its name's byte length and the records are grouped
+// and joined by it too; otherwise one record would take the other's expiry
+// and the other would lapse under a live holding.
+func TestRenewBatchExtendsRecordsByExactName(t *testing.T) {
+	n := mustNames(t, "lease", "Leases")
+	q := renewBatchSQL(n, []int{0, 1}, []int64{1_000_000})
+	if got, want := strings.Count(q, "INTO @out (LeaseName, LeaseNameBytes, "), strings.Count(q, "INTO @out"); got != want || want != 2 {
+		t.Errorf("%d of %d OUTPUTs into @out carry LeaseNameBytes", got, want)
+	}
+	indexOf(t, q, "OUTPUT inserted.LeaseName, inserted.LeaseNameBytes, ")
+	indexOf(t, q, "    LeaseNameBytes  INT               NOT NULL,\n    OwnerInstanceId NVARCHAR(400)     NOT NULL,")
+	extend := q[indexOf(t, q, "SET ExpiresAtUtc = x.LastExpires"):]
+	indexOf(t, extend, "GROUP BY LeaseName, LeaseNameBytes) AS x")
+	indexOf(t, extend, "ON m.LeaseName = x.LeaseName AND m.LeaseNameBytes = x.LeaseNameBytes")
+	if regexp.MustCompile(`GROUP BY LeaseName\)`).MatchString(q) {
+		t.Error("the batch groups renewed rows by LeaseName alone")
 	}
 }

@@ -175,7 +175,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"WithReplicaPollInterval(-1ns)": WithReplicaPollInterval(-1),
 		"WithSweep(0s, -1)":             WithSweep(0, -1),
 		"WithSweep(-1s, 100)":           WithSweep(-time.Second, 100),
-		"WithSweep(0s, 100001)":         WithSweep(0, MaxSweepBatch+1),
+		"WithSweep(0s, 4001)":           WithSweep(0, MaxSweepBatch+1),
 		"WithRetry(0, 1ms, 1s)":         WithRetry(0, time.Millisecond, time.Second),
 		"WithRetry(2, 1s, 1ms)":         WithRetry(2, time.Second, time.Millisecond),
 		"WithRetry(2, 0s, 1ms)":         WithRetry(2, 0, time.Millisecond),
@@ -189,5 +189,21 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		if _, err := New(db, opt); err != nil {
 			t.Errorf("New with a usable option: %v", err)
 		}
+	}
+}
+
+// TestSweepBatchBelowLockEscalation: a sweep batch that would make one DELETE
+// take 5,000 row locks (where SQL Server escalates to a table lock) is
+// refused with an error that says why; 4,000 is accepted.
+func TestSweepBatchBelowLockEscalation(t *testing.T) {
+	db, _ := newMockDB(t)
+	for _, batch := range []int{5_000, 100_000} {
+		_, err := New(db, WithSweep(0, batch))
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "table lock") {
+			t.Errorf("New(WithSweep(0, %d)) = %v, want ErrInvalidOption naming the lock escalation", batch, err)
+		}
+	}
+	if _, err := New(db, WithSweep(0, 4_000)); err != nil {
+		t.Errorf("New(WithSweep(0, 4000)) = %v", err)
 	}
 }

@@ -18,12 +18,17 @@ import (
 // same batch again can succeed: 1205 (chosen as deadlock victim) and the
 // numbers Microsoft documents as transient for Azure SQL (service busy,
 // database moving or failing over, resource limits, in-memory OLTP
-// conflicts). They arrive as mssql.Error, sent by the server. The client-side
+// conflicts), and the errors of an availability group whose replica is
+// changing role (976, 978, 983), which Microsoft documents as clearing once
+// the role change completes. They arrive as mssql.Error, sent by the server. The client-side
 // numbers of SqlClient (10053, 10054, 121, 64, 233 for a dropped connection)
 // are not here: go-mssqldb never produces them; it reports a dropped
 // connection with the values isDropped recognises.
 var transientErrors = []int32{
 	1205,  // deadlock victim
+	976,   // availability group database not accessible (role change in progress)
+	978,   // availability group replica not readable for this intent (role change)
+	983,   // availability group database not accessible (role not yet resolved)
 	4060,  // cannot open database (failover in progress)
 	4221,  // login to read-secondary failed while it switches to versioning
 	10928, // resource ID limit reached
@@ -113,11 +118,23 @@ func (p retryPolicy) delay(n int) time.Duration {
 	return backoff.Policy{Base: p.base, Cap: p.max, Jitter: backoff.HalfJitter}.Delay(n - 1)
 }
 
+// isRolledBack reports whether err says for certain that the batch changed
+// nothing: a deadlock victim's transaction (1205) is rolled back whole, and
+// every writing batch of this package runs in one transaction under
+// XACT_ABORT.
+func isRolledBack(err error) bool { return hasErrorNumber(err, 1205) }
+
 // retry runs fn (through call, on names) until it succeeds, fails with a non-transient error, has run
 // p.attempts times, or the next pause would end after ctx's deadline. An
 // error of ctx itself is never retried: when ctx has ended, the returned
 // error wraps ctx.Err().
 func (b *Backend) retry(ctx context.Context, op string, names []string, fn func(context.Context) error) error {
+	return b.retryWhen(ctx, op, names, isTransient, fn)
+}
+
+// retryWhen is retry with retryable in place of isTransient, for calls that
+// may be run again only after some errors (Revoke).
+func (b *Backend) retryWhen(ctx context.Context, op string, names []string, retryable func(error) bool, fn func(context.Context) error) error {
 	p := b.cfg.retry
 	for attempt := 1; ; attempt++ {
 		err := b.call(ctx, names, fn)
@@ -130,7 +147,7 @@ func (b *Backend) retry(ctx context.Context, op string, names []string, fn func(
 			}
 			return fmt.Errorf("%w (%v)", ctxErr, err)
 		}
-		if !isTransient(err) || attempt >= p.attempts {
+		if !retryable(err) || attempt >= p.attempts {
 			return withServerCause(err)
 		}
 		pause := p.delay(attempt)

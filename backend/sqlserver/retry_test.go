@@ -28,6 +28,11 @@ func TestIsTransient(t *testing.T) {
 		"service busy":            mssql.Error{Number: 40501},
 		"not enough resources":    mssql.Error{Number: 49918},
 		"deadlock among the errs": mssql.Error{Number: 3621, All: []mssql.Error{{Number: 1205}, {Number: 3621}}},
+		// An availability group replica changing role.
+		"AG database not accessible":    mssql.Error{Number: 976},
+		"AG replica not readable":       mssql.Error{Number: 978},
+		"AG role not yet resolved":      mssql.Error{Number: 983},
+		"AG role change among the errs": mssql.Error{Number: 3621, All: []mssql.Error{{Number: 983}, {Number: 3621}}},
 		// How go-mssqldb v1.11 reports a dropped connection (see isDropped
 		// and the driver's checkBadConn, processSingleResponse, tdsBuffer):
 		"bad conn":                            driver.ErrBadConn,
@@ -259,3 +264,16 @@ func TestRetryPauseEndsWithContext(t *testing.T) {
 }
 
 var deadlockErr = mssql.Error{Number: 1205, Message: "Transaction was deadlocked and has been chosen as the deadlock victim"}
+
+// TestRetryAvailabilityGroupRoleChange: a batch refused while its replica
+// changes role (976, 978, 983) is sent again and succeeds.
+func TestRetryAvailabilityGroupRoleChange(t *testing.T) {
+	b, mock := newMockBackend(t)
+	for _, n := range []int32{976, 978, 983} {
+		mock.ExpectQuery(b.q.renew).WillReturnError(mssql.Error{Number: n, Message: "availability group role change"})
+	}
+	mock.ExpectQuery(b.q.renew).WillReturnRows(renewRow())
+	if g, err := b.Renew(context.Background(), renewReq); err != nil || g.Token != 5 {
+		t.Fatalf("Renew = %+v, %v; want renewed after the role change", g, err)
+	}
+}

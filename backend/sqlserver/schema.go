@@ -324,6 +324,38 @@ func checkObjects(ctx context.Context, db *sql.DB, n objectNames) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrSchemaMismatch, strings.Join(problems, "; "))
 	}
+	return checkKeepTrigger(ctx, db, n)
+}
+
+// keepTriggerSQL reports what kind of object holds the keep trigger's name
+// and, when it is a trigger, whether it is an enabled AFTER trigger of the
+// lease table (1) or not (0).
+const keepTriggerSQL = `SELECT COALESCE((SELECT o.type_desc FROM sys.objects AS o WHERE o.object_id = OBJECT_ID(@keep)), N''),
+       COALESCE((SELECT CAST(CASE WHEN t.parent_id = OBJECT_ID(@table) THEN 1 ELSE 0 END AS INT) FROM sys.triggers AS t WHERE t.object_id = OBJECT_ID(@keep)), 0),
+       COALESCE((SELECT CAST(CASE WHEN t.is_instead_of_trigger = 0 AND t.is_disabled = 0 THEN 1 ELSE 0 END AS INT) FROM sys.triggers AS t WHERE t.object_id = OBJECT_ID(@keep)), 0);`
+
+// checkKeepTrigger reports ErrSchemaMismatch unless the keep trigger's name
+// is an enabled AFTER trigger on the lease table: the DDL creates it only
+// when no trigger has the name, and takes "already an object named" for a
+// concurrent creator's success, so an unrelated object of that name would
+// otherwise leave names with several holders unguarded.
+func checkKeepTrigger(ctx context.Context, db *sql.DB, n objectNames) error {
+	var (
+		kind            string
+		onTable, active int64
+	)
+	err := db.QueryRowContext(ctx, keepTriggerSQL, sql.Named("keep", n.keepQ), sql.Named("table", n.tableQ)).Scan(&kind, &onTable, &active)
+	if err != nil {
+		return fmt.Errorf("sqlserver: EnsureSchema %s: reading the keep trigger: %w", n, err)
+	}
+	switch {
+	case kind != "SQL_TRIGGER":
+		return fmt.Errorf("%w: %s is %s, not the keep trigger (drop or rename it)", ErrSchemaMismatch, n.keepQ, kindOf(kind))
+	case onTable != 1:
+		return fmt.Errorf("%w: trigger %s is not on %s (drop or rename it)", ErrSchemaMismatch, n.keepQ, n.tableQ)
+	case active != 1:
+		return fmt.Errorf("%w: trigger %s on %s is disabled or INSTEAD OF; it must be an enabled AFTER UPDATE, DELETE trigger", ErrSchemaMismatch, n.keepQ, n.tableQ)
+	}
 	return nil
 }
 

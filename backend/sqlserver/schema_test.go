@@ -131,6 +131,48 @@ func expectDurability(mock sqlmock.Sqlmock, setting string) {
 func expectObjects(mock sqlmock.Sqlmock, n objectNames, table, sequence, queue string) {
 	mock.ExpectQuery(objectsSQL).WithArgs(sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ), sql.Named("queue", n.queueQ)).
 		WillReturnRows(sqlmock.NewRows([]string{"table", "sequence", "queue"}).AddRow(table, sequence, queue))
+	if table == "USER_TABLE" && sequence == "SEQUENCE_OBJECT" && queue == "USER_TABLE" {
+		expectKeepTrigger(mock, n, "SQL_TRIGGER", 1, 1)
+	}
+}
+
+// expectKeepTrigger expects the keep trigger check, answering its kind,
+// whether it is on the lease table and whether it is an enabled AFTER
+// trigger.
+func expectKeepTrigger(mock sqlmock.Sqlmock, n objectNames, kind string, onTable, active int64) {
+	mock.ExpectQuery(keepTriggerSQL).WithArgs(sql.Named("keep", n.keepQ), sql.Named("table", n.tableQ)).
+		WillReturnRows(sqlmock.NewRows([]string{"kind", "on_table", "active"}).AddRow(kind, onTable, active))
+}
+
+// TestEnsureSchemaRefusesAForeignKeepTrigger: an object that holds the keep
+// trigger's name but is not an enabled AFTER trigger of the lease table
+// (which makes the trigger's CREATE fail with "already an object named",
+// taken as success) is refused with ErrSchemaMismatch naming it.
+func TestEnsureSchemaRefusesAForeignKeepTrigger(t *testing.T) {
+	n := mustNames(t, DefaultSchema, DefaultTable)
+	for _, tc := range []struct {
+		kind            string
+		onTable, active int64
+		want            string
+	}{
+		{"USER_TABLE", 0, 0, "is a USER_TABLE, not the keep trigger"},
+		{"SQL_STORED_PROCEDURE", 0, 0, "not the keep trigger"},
+		{"SQL_TRIGGER", 0, 1, "is not on " + n.tableQ},
+		{"SQL_TRIGGER", 1, 0, "disabled or INSTEAD OF"},
+	} {
+		db, mock := newMockDB(t)
+		expectDurability(mock, "DISABLED")
+		for _, stmt := range ddlStatements(n) {
+			mock.ExpectExec(stmt).WillReturnResult(sqlmock.NewResult(0, 0))
+		}
+		mock.ExpectQuery(objectsSQL).WithArgs(sql.Named("table", n.tableQ), sql.Named("sequence", n.sequenceQ), sql.Named("queue", n.queueQ)).
+			WillReturnRows(sqlmock.NewRows([]string{"table", "sequence", "queue"}).AddRow("USER_TABLE", "SEQUENCE_OBJECT", "USER_TABLE"))
+		expectKeepTrigger(mock, n, tc.kind, tc.onTable, tc.active)
+		err := EnsureSchema(context.Background(), db, DefaultSchema, DefaultTable)
+		if !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), n.keepQ) {
+			t.Errorf("EnsureSchema with %s (on table %d, active %d) = %v; want ErrSchemaMismatch saying %q", tc.kind, tc.onTable, tc.active, err, tc.want)
+		}
+	}
 }
 
 // expectShapes expects the column checks of the lease table and then the

@@ -101,6 +101,7 @@ func backendBatches(t *testing.T) []tsqlBatch {
 	add("CreateScript of a rejected name", CreateScript("lease", "bad\x00name"))
 	add("durability query", durabilitySQL)
 	add("object kinds query", objectsSQL)
+	add("keep trigger query", keepTriggerSQL)
 	add("table shape query", tableShapeSQL)
 	return out
 }
