@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -183,10 +184,19 @@ func (l *Lease) wait(ctx context.Context, e *ending) error {
 		}
 		<-e.sent // ended by sendRelease, which is about to close sent
 	case <-ctx.Done():
-		return ctx.Err()
+		if !l.w.sending(e) {
+			return ctx.Err()
+		}
+		<-e.sent // ctx may derive from the lease's context, which sendRelease ended
 	}
 	if e.reply == nil {
 		return nil
+	}
+	if h, ok := lease.HoldingFrom(ctx); ok && h == l.h {
+		// ctx is (or derives from) this lease's own context, which the
+		// release has just ended: the engine's answer, bounded by its own
+		// release limit, is what is waited for.
+		ctx = context.WithoutCancel(ctx)
 	}
 	select {
 	case err := <-e.reply:

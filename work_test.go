@@ -93,7 +93,7 @@ func TestReleaseWaitsForWorkButNotFromInside(t *testing.T) {
 		if err := l.Release(rctx); err != nil {
 			return err
 		}
-		if _, ok, _ := store.Inspect(ctx, "inside"); ok {
+		if _, ok, _ := store.Inspect(context.Background(), "inside"); ok {
 			return errors.New("still held after its own Release")
 		}
 		return nil

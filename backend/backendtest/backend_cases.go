@@ -36,6 +36,8 @@ func (s *suite) backendCases() []testCase {
 		{"ReleaseNotifications", s.bWatch},
 		{"EveryCallEndsWithItsContext", s.bBlackholed},
 		{"InfoDeclaresWhatTheMethodsDo", s.bInfo},
+		{"RenewOfAnExpiredHoldingIsNotHeld", s.bExpiredNotRevived},
+		{"NamesDifferingByTrailingSpacesOrCaseAreSeparate", s.bExactNames},
 	}
 }
 

@@ -28,6 +28,8 @@ func (s *suite) limitCases() []testCase {
 		{"DeadHeadsTurnPasses", s.lDeadHeadsTurn},
 		{"FreedSlotsGoToHeadsWhileOneIsHandedOn", s.lFreedToHeads},
 		{"RevokeFreesOneSlotAndHandsItOn", s.lRevoke},
+		{"RenewOfAnExpiredSlotIsNotHeld", s.lExpiredNotRevived},
+		{"NamesDifferingByTrailingSpacesOrCaseAreSeparate", s.lExactNames},
 	}
 }
 
