@@ -22,7 +22,7 @@ type countingDriver struct {
 }
 
 func (d *countingDriver) Connect(context.Context) (driver.Conn, error) { return countingConn{d}, nil }
-func (d *countingDriver) Driver() driver.Driver                         { return nil }
+func (d *countingDriver) Driver() driver.Driver                        { return nil }
 
 func (d *countingDriver) peak() int {
 	d.mu.Lock()
