@@ -88,8 +88,9 @@ func (s *workSet) done(l *Lease, w *work) {
 		s.mu.Unlock()
 		return
 	}
+	// w's context is left alone: the holding's end releases it, and a caller
+	// may still derive from it (partition waits on it for a hand-back).
 	delete(s.running, w)
-	w.cancel(context.Canceled)
 	e := s.releaseDueLocked()
 	s.mu.Unlock()
 	if e != nil {
