@@ -157,6 +157,11 @@ func (m *Manager) acquire(ctx context.Context, name string, shared *bool, opts .
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Held leases first: while their renewals go out late, a new acquire
+	// waits (see docs/loss-and-health.md#under-overload).
+	if err := m.engine.Admit(ctx); err != nil {
+		return nil, err
+	}
 	route := key
 	if c.limit > 1 { // a lease actor of its own (actors.RouteKey)
 		route = actors.RouteKey(key, strconv.FormatUint(m.holdings.Add(1), 36))

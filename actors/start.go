@@ -106,6 +106,10 @@ func (e *Engine) Unsubscribe(s *messages.Sink) { e.e.Unsubscribe(s) }
 // Shutdown starts the end of the engine's work (see messages.Shutdown).
 func (e *Engine) Shutdown(m *messages.Shutdown) { e.e.Shutdown(m) }
 
+// Admit waits, under ctx, while the renewals of the leases held go out late:
+// a Manager puts the leases it holds before new ones.
+func (e *Engine) Admit(ctx context.Context) error { return e.e.Admit(ctx) }
+
 // Stopped is closed once every lease actor has stopped.
 func (e *Engine) Stopped() <-chan struct{} { return e.e.Stopped() }
 

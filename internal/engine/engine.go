@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"hash/maphash"
 	"runtime"
 	"sync"
@@ -139,6 +140,12 @@ func (e *Engine) Unsubscribe(s *lease.Sink) { e.root.Send(e.hub, &messages.Unsub
 func (e *Engine) Shutdown(m *messages.Shutdown) {
 	e.cfg.closing.Store(true)
 	e.root.Send(e.registry, m)
+}
+
+// Admit waits, under ctx, while renewals go out late (see pressure): a new
+// acquire must not take the time the leases already held need.
+func (e *Engine) Admit(ctx context.Context) error {
+	return e.renewer.pressure.admit(ctx, e.cfg.clock())
 }
 
 // Stopped is closed once every lease actor has stopped.

@@ -52,6 +52,10 @@ type renewer struct {
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
+	// pressure holds acquires back while renewals go out late (judged at
+	// each firing).
+	pressure pressure
+
 	done    chan struct{}  // closed by stop
 	running sync.WaitGroup // run
 	sends   sync.WaitGroup // the goroutines posting batches
@@ -227,6 +231,7 @@ func (r *renewer) fire() {
 	now := r.clock.Now()
 	r.armedAt = time.Time{}
 	var next time.Time // when the first renewal kept back is due
+	late, sent := false, false
 	// Buckets in slot order, as long as their renewals may go early now.
 	for len(r.slots) > 0 && !r.slotStart(r.slots[0]).After(now.Add(r.window)) {
 		slot := r.slots[0]
@@ -246,6 +251,8 @@ func (r *renewer) fire() {
 				continue
 			}
 			n.pos, n.sent = -1, now
+			sent = true
+			late = late || lateBy(n, now)
 			if batch == nil {
 				batch = make([]messages.Renewal, 0, min(r.size, len(b)))
 			}
@@ -269,6 +276,7 @@ func (r *renewer) fire() {
 	if batch != nil {
 		batches = append(batches, batch)
 	}
+	r.pressure.judge(now, late, sent)
 	if len(r.slots) > 0 {
 		// A bucket kept back has started already (at is now or
 		// earlier): the timer waits for its first due time, not for
