@@ -6,7 +6,7 @@
 
 GO ?= go
 
-# Tests that need Redis or PostgreSQL fail, not skip, when they are missing.
+# Tests that need Redis, PostgreSQL or MariaDB fail, not skip, when they are missing.
 export LEASEHOLD_REQUIRE_SERVICES ?= 1
 
 .PHONY: test services vet unit build fuzz bench stress soak model-deep model-long
@@ -16,6 +16,7 @@ test: services vet unit build
 services:
 	.ci/ensure-redis
 	.ci/ensure-postgres
+	.ci/ensure-mariadb
 	.ci/ensure-tsqlcheck
 	.ci/ensure-etcd
 	.ci/ensure-spin
@@ -26,7 +27,7 @@ services:
 # dependency, so that a library user's module graph holds only the stores
 # they use. Each of them replaces github.com/leasehold/leasehold (and the
 # modules of the tree it uses) with the directory beside it.
-MODULES := . backend/redis backend/postgres backend/sqlserver backend/etcd internal/faultproxy internal/storetests examples bench cmd/leasehold
+MODULES := . backend/redis backend/postgres backend/sqlserver backend/mysql backend/etcd internal/faultproxy internal/storetests examples bench cmd/leasehold
 
 vet:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

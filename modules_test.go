@@ -9,7 +9,7 @@ import (
 // Modules a program that uses only the library and backend/memory must not
 // pull in through the root module: the networked stores' drivers (each is
 // required by the backend's own module: backend/redis, backend/postgres,
-// backend/sqlserver, backend/etcd) and the test tools (required by the
+// backend/sqlserver, backend/mysql, backend/etcd) and the test tools (required by the
 // modules whose tests use them). goleak is the one test tool the root
 // module requires: every test package of the library checks for leaked
 // goroutines with it.
@@ -18,6 +18,7 @@ var notInTheRootModule = []string{
 	"github.com/lib/pq",
 	"github.com/microsoft/go-mssqldb",
 	"github.com/denisenkom/go-mssqldb",
+	"github.com/go-sql-driver/mysql",
 	"github.com/redis/go-redis",
 	"github.com/go-redis/redis",
 	"go.etcd.io/etcd",
