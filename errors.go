@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,6 +49,13 @@ var (
 	// attempt and changed nothing. The error is a *LimitMismatchError,
 	// naming both limits.
 	ErrLimitMismatch error = lease.ErrLimitMismatch
+
+	// ErrStaleToken: a fenced write carried a fencing token lower than the
+	// highest its resource has recorded: its lease was taken over, and the
+	// guard refused the write so that the newer holder's work stands. The
+	// Manager never returns it; the guards of docs/fencing-tokens.md do,
+	// as a *StaleTokenError naming both tokens.
+	ErrStaleToken = errors.New("leasehold: stale fencing token")
 )
 
 // LimitMismatchError is the ErrLimitMismatch of one Acquire: Limit is the
@@ -84,3 +92,19 @@ func (e *NotAcquiredError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrNotAcquired) true.
 func (e *NotAcquiredError) Unwrap() error { return lease.ErrNotAcquired }
+
+// StaleTokenError is the ErrStaleToken of one refused write: Token is the
+// writer's, Highest the highest its resource had recorded. Match it with
+// errors.As; errors.Is(err, ErrStaleToken) matches too.
+type StaleTokenError struct {
+	Resource string
+	Token    uint64
+	Highest  uint64
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("leasehold: stale fencing token for %q: write with token %d refused, token %d was already recorded", e.Resource, e.Token, e.Highest)
+}
+
+// Is makes errors.Is(err, ErrStaleToken) true.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }

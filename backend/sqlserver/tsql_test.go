@@ -103,7 +103,7 @@ func backendBatches(t *testing.T) []tsqlBatch {
 	add("object kinds query", objectsSQL)
 	add("keep trigger query", keepTriggerSQL)
 	add("table shape query", tableShapeSQL)
-	return out
+	return append(out, fenceBatches()...)
 }
 
 // brokenBatches are deliberately broken versions of real batches: the
@@ -118,6 +118,7 @@ func brokenBatches(t *testing.T) []tsqlBatch {
 		{"broken: DDL with a stray keyword", strings.Replace(ddlStatements(n)[2], "NOT NULL,", "NOT NULL NULL WHERE,", 1)},
 		{"broken: queue DDL missing a parenthesis", strings.Replace(ddlStatements(n)[5], "IDENTITY(1, 1)", "IDENTITY(1, 1", 1)},
 		{"broken: hand-on without BY", forGrammar(strings.Replace(q.release, "ORDER BY Position;", "ORDER Position;", 1))},
+		{"broken: fence with an unclosed IF", strings.Replace(fenceSQL(n.tableQ), "IF @highest IS NULL", "IF (@highest IS NULL", 1)},
 		{"broken: enqueue with a stray comma", strings.Replace(forGrammar(q.acquire), "@poll, @now,", "@poll,, @now,", 1)},
 	}
 }
