@@ -16,8 +16,11 @@ var errConfig = errors.New("invalid configuration")
 const (
 	lockLeasehold = "leasehold"
 	lockRedislock = "redislock" // github.com/bsm/redislock
-	lockRedsync   = "redsync"   // github.com/go-redsync/redsync/v4, one node
-	lockUnsafe    = "unsafe"    // deliberately broken: check, then set
+	// lockGoroutinePerLock is the scale mode's peer on memory: a
+	// goroutine, a ticker and a Renew per lock.
+	lockGoroutinePerLock = "goroutine-per-lock"
+	lockRedsync          = "redsync" // github.com/go-redsync/redsync/v4, one node
+	lockUnsafe           = "unsafe"  // deliberately broken: check, then set
 )
 
 // Backend names accepted by -backend.

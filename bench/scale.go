@@ -38,10 +38,14 @@ type scaleConfig struct {
 
 // scaleResult is what one system measured in a scale run.
 type scaleResult struct {
-	System           string  `json:"system"`
-	Backend          string  `json:"backend"`
-	Leases           int     `json:"leases"`
-	AcquireAllSec    float64 `json:"acquire_all_s"`
+	System        string  `json:"system"`
+	Backend       string  `json:"backend"`
+	Leases        int     `json:"leases"`
+	AcquireAllSec float64 `json:"acquire_all_s"`
+	// CloseSec is how long giving every lease back took: Manager.Close
+	// with every lease held, for leasehold; stopping and releasing each
+	// lock, for a peer.
+	CloseSec         float64 `json:"close_s"`
 	RenewalsPerSec   float64 `json:"renewals_per_s"`
 	RoundTripsPerSec float64 `json:"round_trips_per_s"`
 	CPUCores         float64 `json:"cpu_cores"` // process CPU seconds per second of the hold phase
@@ -71,8 +75,15 @@ func runScale(ctx context.Context, c scaleConfig, progress func(string)) ([]scal
 		return nil, err
 	}
 	out = append(out, r)
-	if c.Peer && c.Backend == backendRedis {
+	switch {
+	case c.Peer && c.Backend == backendRedis:
 		r, err := scaleRedislock(ctx, c, prefix, progress)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	case c.Peer && c.Backend == backendMemory:
+		r, err := scaleGoroutinePerLock(ctx, c, prefix, progress)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +137,12 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 	if err != nil {
 		return res, err
 	}
-	defer m.Close(context.Background())
+	closed := false
+	defer func() {
+		if !closed {
+			m.Close(context.Background())
+		}
+	}()
 	sub := m.Subscribe(c.Leases)
 	defer sub.Close()
 	heap0 := scaleHeap()
@@ -168,8 +184,76 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 		ev := <-sub.Events()
 		res.LossCauses[ev.Reason.String()+": "+ev.Err.Error()]++
 	}
-	_ = scaleParallel(ctx, c.Leases, 64, func(i int) error { return leases[i].Release(ctx) })
-	return res, nil
+	closing := time.Now()
+	closed = true
+	err = m.Close(ctx)
+	res.CloseSec = time.Since(closing).Seconds()
+	return res, err
+}
+
+// scaleGoroutinePerLock keeps N locks alive on the memory store the way a
+// program without a lease manager holds many: one goroutine, ticker and
+// Renew per lock, straight on the store (redislock's shape, where redislock
+// does not run).
+func scaleGoroutinePerLock(ctx context.Context, c scaleConfig, prefix string, progress func(string)) (scaleResult, error) {
+	res := scaleResult{System: lockGoroutinePerLock, Backend: c.Backend, Leases: c.Leases}
+	var renewals, losses atomic.Int64
+	setup0 := scaleHeap()
+	store := memory.New()
+	heap0 := scaleHeap()
+	res.SetupHeap = float64(int64(heap0) - int64(setup0))
+	start := time.Now()
+	held := make([]backend.RenewRequest, c.Leases)
+	err := scaleParallel(ctx, c.Leases, scaleAcquirers, func(i int) error {
+		r := backend.AcquireRequest{Key: fmt.Sprint(prefix, "peer-", i), Owner: "peer", Attempt: fmt.Sprint("a", i), TTL: c.TTL}
+		g, err := store.Acquire(ctx, r)
+		if err == nil && !g.Acquired {
+			err = fmt.Errorf("goroutine-per-lock: %s busy", r.Key)
+		}
+		held[i] = backend.RenewRequest{Key: r.Key, Owner: r.Owner, Attempt: r.Attempt, Token: g.Token, TTL: c.TTL}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	res.AcquireAllSec = time.Since(start).Seconds()
+	hold, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, r := range held {
+		wg.Go(func() {
+			t := time.NewTicker(c.RenewEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-hold.Done():
+					return
+				case <-t.C:
+				}
+				renewals.Add(1)
+				if _, err := store.Renew(hold, r); err != nil && hold.Err() == nil {
+					losses.Add(1)
+					return
+				}
+			}
+		})
+	}
+	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
+	progress(fmt.Sprintf("goroutine-per-lock: %d locks held after %.2fs; renewing them for %v", c.Leases, res.AcquireAllSec, c.Duration))
+	rn0, cpu0, t0 := renewals.Load(), scaleCPU(), time.Now()
+	err = scaleSleep(ctx, c.Duration)
+	secs := time.Since(t0).Seconds()
+	res.RenewalsPerSec = float64(renewals.Load()-rn0) / secs
+	res.RoundTripsPerSec = res.RenewalsPerSec
+	res.CPUCores = (scaleCPU() - cpu0).Seconds() / secs
+	closing := time.Now()
+	stop()
+	wg.Wait()
+	res.Losses = int(losses.Load())
+	_ = scaleParallel(context.Background(), c.Leases, 64, func(i int) error {
+		return store.Release(context.Background(), backend.ReleaseRequest{Key: held[i].Key, Owner: held[i].Owner, Attempt: held[i].Attempt, Token: held[i].Token})
+	})
+	res.CloseSec = time.Since(closing).Seconds()
+	return res, err
 }
 
 // scaleRedislock keeps N redislock locks alive with one Refresh per lock per

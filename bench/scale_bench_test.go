@@ -17,7 +17,7 @@ import (
 func BenchmarkScaleMemory(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		b.Run("leases="+strconv.Itoa(n), func(b *testing.B) {
-			c := scaleConfig{Backend: backendMemory, Leases: n}
+			c := scaleConfig{Backend: backendMemory, Leases: n, Peer: true}
 			if n >= 100000 {
 				c.TTL, c.RenewEvery, c.Duration = 30*time.Second, 10*time.Second, 12*time.Second
 			}
@@ -51,6 +51,7 @@ func benchScale(b *testing.B, c scaleConfig) {
 		for _, r := range rs {
 			p := r.System + "-"
 			b.ReportMetric(r.AcquireAllSec, p+"acquire-all-s")
+			b.ReportMetric(r.CloseSec, p+"close-s")
 			b.ReportMetric(r.RenewalsPerSec, p+"renewals/s")
 			b.ReportMetric(r.RoundTripsPerSec, p+"round-trips/s")
 			b.ReportMetric(r.CPUCores*100, p+"cpu-%")

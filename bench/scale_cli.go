@@ -26,7 +26,8 @@ func scaleConfigFrom(f *cliFlags) (scaleConfig, error) {
 	if c.RenewEvery == 0 {
 		c.RenewEvery = c.TTL / 3
 	}
-	c.Peer = c.Backend == backendRedis && (len(f.locks) <= 1 || slices.Contains(f.locks, lockRedislock))
+	c.Peer = (c.Backend == backendRedis && (len(f.locks) <= 1 || slices.Contains(f.locks, lockRedislock))) ||
+		(c.Backend == backendMemory && (len(f.locks) <= 1 || slices.Contains(f.locks, lockGoroutinePerLock)))
 	switch {
 	case c.Backend != backendMemory && c.Backend != backendRedis && c.Backend != backendPostgres:
 		return c, fmt.Errorf("%w: -scale runs with -backend memory, redis or postgres, not %q", errConfig, c.Backend)
@@ -83,9 +84,9 @@ func writeScale(w io.Writer, format string, c scaleConfig, rs []scaleResult) err
 		return e.Encode(rs)
 	case "csv":
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"system", "backend", "leases", "acquire_all_s", "renewals_per_s", "round_trips_per_s", "cpu_cores", "heap_bytes_per_lease", "setup_heap_bytes", "losses"})
+		_ = cw.Write([]string{"system", "backend", "leases", "acquire_all_s", "close_s", "renewals_per_s", "round_trips_per_s", "cpu_cores", "heap_bytes_per_lease", "setup_heap_bytes", "losses"})
 		for _, r := range rs {
-			_ = cw.Write([]string{r.System, r.Backend, strconv.Itoa(r.Leases), f3(r.AcquireAllSec), f3(r.RenewalsPerSec),
+			_ = cw.Write([]string{r.System, r.Backend, strconv.Itoa(r.Leases), f3(r.AcquireAllSec), f3(r.CloseSec), f3(r.RenewalsPerSec),
 				f3(r.RoundTripsPerSec), f3(r.CPUCores), f3(r.HeapPerLease), f3(r.SetupHeap), strconv.Itoa(r.Losses)})
 		}
 		cw.Flush()
@@ -93,10 +94,10 @@ func writeScale(w io.Writer, format string, c scaleConfig, rs []scaleResult) err
 	}
 	fmt.Fprintf(w, "scale: %d leases on %s, TTL %v renewed every %v, kept for %v\n\n", c.Leases, c.Backend, c.TTL, c.RenewEvery, c.Duration)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tacquire all s\trenewals/s\tround trips/s\tCPU % of a core\theap B/lease\tsetup heap KiB\tlosses\tround trips vs leasehold\tCPU vs leasehold\t")
+	fmt.Fprintln(tw, "system\tacquire all s\tclose s\trenewals/s\tround trips/s\tCPU % of a core\theap B/lease\tsetup heap KiB\tlosses\tround trips vs leasehold\tCPU vs leasehold\t")
 	base := rs[0]
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t\n", r.System, r.AcquireAllSec, r.RenewalsPerSec,
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t\n", r.System, r.AcquireAllSec, r.CloseSec, r.RenewalsPerSec,
 			r.RoundTripsPerSec, 100*r.CPUCores, r.HeapPerLease, r.SetupHeap/1024, r.Losses, ratio(r.RoundTripsPerSec, base.RoundTripsPerSec), ratio(r.CPUCores, base.CPUCores))
 	}
 	if err := tw.Flush(); err != nil {
