@@ -15,7 +15,7 @@ import (
 
 // Chaos actions accepted by -chaos.
 const (
-	chaosRestart = "restart" // kill the bench's own redis-server and start it again, empty
+	chaosRestart = "restart" // kill the bench's own redis-server (start it again, empty) or MariaDB (start it again on its data)
 	chaosCut     = "cut"     // cut every connection through the bench's TCP proxy
 	chaosPause   = "pause"   // SIGSTOP a worker process that holds a name, for 1.5×TTL, then SIGCONT
 	chaosKill    = "kill"    // SIGKILL a worker process that waits for the hot name and holds none; the others go on
@@ -53,6 +53,7 @@ func (s *procSet) has(p int) bool {
 type chaosPlan struct {
 	actions []string
 	redis   *ownRedis         // restart target (redis backend)
+	mysql   *ownMySQL         // restart target (mysql backend)
 	proxy   *faultproxy.Proxy // cut target
 	pg      *pgxpool.Pool     // for pg_terminate_backend of the bench's connections
 	down    time.Duration     // how long a restarted server stays down
@@ -85,8 +86,15 @@ func (p *chaosPlan) act(stop <-chan struct{}, a string, cfg runConfig, rec *shar
 	ctx := context.Background()
 	switch a {
 	case chaosRestart:
+		if p.mysql != nil {
+			t0 := time.Now()
+			if err := p.mysql.restart(ctx, p.down); err != nil {
+				return "restart: " + err.Error()
+			}
+			return fmt.Sprintf("restart: MariaDB killed (SIGKILL) and recovered from its data, back after %v", time.Since(t0).Round(time.Millisecond))
+		}
 		if p.redis == nil {
-			return "restart: skipped (only the bench's own redis-server can be restarted)"
+			return "restart: skipped (only the bench's own redis-server or MariaDB can be restarted)"
 		}
 		t0 := time.Now()
 		if err := p.redis.restart(ctx, p.down); err != nil {

@@ -35,10 +35,10 @@ func checkCombinations(f *cliFlags, set map[string]bool) error {
 	b := f.base.Backend
 	for _, a := range f.chaos {
 		switch {
-		case a == chaosRestart && b != backendRedis:
-			return fmt.Errorf("%w: -chaos restart: only with -backend redis (the bench restarts a redis-server of its own)", errConfig)
-		case a == chaosCut && b != backendRedis && b != backendPostgres:
-			return fmt.Errorf("%w: -chaos cut: only with -backend redis or postgres", errConfig)
+		case a == chaosRestart && b != backendRedis && b != backendMySQL:
+			return fmt.Errorf("%w: -chaos restart: only with -backend redis or mysql (the bench restarts a server of its own)", errConfig)
+		case a == chaosCut && b != backendRedis && b != backendPostgres && b != backendMySQL:
+			return fmt.Errorf("%w: -chaos cut: only with -backend redis, postgres or mysql", errConfig)
 		case a == chaosPause && f.inProcess:
 			return fmt.Errorf("%w: -chaos pause stops a worker process: drop -inprocess", errConfig)
 		case a == chaosKill && f.inProcess:

@@ -29,6 +29,7 @@ const (
 	backendRedis     = "redis"
 	backendPostgres  = "postgres"
 	backendSQLServer = "sqlserver"
+	backendMySQL     = "mysql"
 )
 
 // WaitForever as a Config.Wait: a contender waits for a name until the run
@@ -42,6 +43,7 @@ type runConfig struct {
 	RedisAddr    string // host:port the contenders dial (maybe the chaos proxy)
 	PostgresDSN  string
 	SQLServerDSN string
+	MySQLDSN     string
 	Lock         string
 	Procs        int
 	Goroutines   int
@@ -77,15 +79,15 @@ func (c runConfig) validate() error {
 	switch c.Backend {
 	case backendMemory:
 		if c.Procs != 1 {
-			return fmt.Errorf("%w: -procs %d: the memory backend lives inside one process, so it runs with -procs 1 only; for several processes use -backend redis, postgres or sqlserver", errConfig, c.Procs)
+			return fmt.Errorf("%w: -procs %d: the memory backend lives inside one process, so it runs with -procs 1 only; for several processes use -backend redis, postgres, sqlserver or mysql", errConfig, c.Procs)
 		}
-	case backendRedis, backendPostgres:
+	case backendRedis, backendPostgres, backendMySQL:
 	case backendSQLServer:
 		if c.SQLServerDSN == "" {
 			return fmt.Errorf("%w: -backend sqlserver needs a DSN: set -sqlserver or $LEASEHOLD_SQLSERVER_DSN", errConfig)
 		}
 	default:
-		return fmt.Errorf("%w: -backend %q: want memory, redis, postgres or sqlserver", errConfig, c.Backend)
+		return fmt.Errorf("%w: -backend %q: want memory, redis, postgres, sqlserver or mysql", errConfig, c.Backend)
 	}
 	switch c.Lock {
 	case lockLeasehold:

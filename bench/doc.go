@@ -7,6 +7,7 @@
 //	go -C bench run . -backend redis -procs 8 -goroutines 4 -keys 1
 //	go -C bench run . -backend redis -procs 1,2,4,8 -report out/   # sweep, charts
 //	go -C bench run . -backend redis -procs 4 -chaos restart,cut,pause,kill
+//	go -C bench run . -backend mysql -procs 4 -chaos restart,cut,pause,kill
 //	go -C bench run . -backend redis -procs 8 -repeat 5 -report out/  # median, min–max
 //	go -C bench run . -replot out/                                   # table and charts again
 //
@@ -121,8 +122,10 @@
 // # Chaos
 //
 // -chaos spreads its actions over each run: restart (the bench's own
-// redis-server, killed and started empty), cut (every connection of the
-// contenders), pause (SIGSTOP a process that holds a name, for 1.5×TTL) and
+// redis-server, killed and started empty; on -backend mysql the bench's own
+// MariaDB, on a free loopback port with a data directory under a temporary
+// directory, killed with SIGKILL and started again on its data), cut (every
+// connection of the contenders), pause (SIGSTOP a process that holds a name, for 1.5×TTL) and
 // kill (SIGKILL a process that waits for the hot name, name 0, and holds
 // none). After a kill the run goes on with the other processes: the killed
 // one's record dies with it, so its holdings are neither checked nor

@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/memory"
+	lhmysql "github.com/leasehold/leasehold/backend/mysql"
 	lhpostgres "github.com/leasehold/leasehold/backend/postgres"
 	lhredis "github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
@@ -20,8 +21,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
-// benchSchema is the PostgreSQL and SQL Server schema of the bench's lease
-// table, apart from any application's.
+// benchSchema is the PostgreSQL and SQL Server schema (the MySQL database)
+// of the bench's lease table, apart from any application's.
 const benchSchema = "lhbench"
 
 // leaseholdLocker is a leasehold Manager (one per process, as the library
@@ -142,6 +143,20 @@ func newLeaseholdLocker(ctx context.Context, c runConfig, proc int) (_ *leasehol
 			return nil, err
 		}
 		be = sb
+	case backendMySQL:
+		db, err := mysqlDB(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		l.closers = append(l.closers, db)
+		if err := lhmysql.EnsureSchema(ctx, db, benchSchema, "leases"); err != nil {
+			return nil, err
+		}
+		mb, err := lhmysql.New(db, lhmysql.WithTable(benchSchema, "leases"))
+		if err != nil {
+			return nil, err
+		}
+		be = mb
 	}
 	l.be = be
 	if err := be.Info().CheckLimit(c.limit()); err != nil {

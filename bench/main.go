@@ -73,12 +73,13 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	setUsage(fs)
 	f := &cliFlags{}
 	c := &f.base
-	fs.StringVar(&c.Backend, "backend", backendMemory, "store: memory, redis, postgres or sqlserver")
+	fs.StringVar(&c.Backend, "backend", backendMemory, "store: memory, redis, postgres, sqlserver or mysql")
 	fs.StringVar(&c.RedisAddr, "redis", envOr("LEASEHOLD_REDIS_ADDR", "127.0.0.1:6379"), "Redis address; $LEASEHOLD_REDIS_ADDR sets the default")
 	// DSN defaults are resolved after parsing, so that -h never prints a
 	// password taken from the environment.
 	fs.StringVar(&c.PostgresDSN, "postgres", "", "PostgreSQL DSN (default $LEASEHOLD_POSTGRES_DSN, else the local test database)")
 	fs.StringVar(&c.SQLServerDSN, "sqlserver", "", "SQL Server DSN (default $LEASEHOLD_SQLSERVER_DSN)")
+	fs.StringVar(&c.MySQLDSN, "mysql", "", "MySQL or MariaDB DSN, user[:password]@tcp(host:port)/ (default $LEASEHOLD_MYSQL_DSN, else the local test server)")
 	locks := fs.String("locks", "", "comma-separated contenders: leasehold, redislock, redsync (redis), pglock-protocol (postgres), unsafe (default: leasehold and every peer the backend has)")
 	procs := fs.String("procs", "1", "worker processes; a comma-separated list sweeps the number of contenders")
 	fs.IntVar(&c.Goroutines, "goroutines", 4, "contending goroutines per process")
@@ -95,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.StringVar(&f.format, "format", "table", "output: table, json or csv")
 	fs.StringVar(&f.reportDir, "report", "", "directory for results.json and the charts (none by default)")
 	fs.IntVar(&f.repeat, "repeat", 1, "run each configuration this many times; the table and charts show the median and the min–max spread")
-	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server), cut (connections), pause (SIGSTOP a holder for 1.5×TTL), kill (SIGKILL a process waiting for the hot name, holding none; the others go on)")
+	chaos := fs.String("chaos", "", "comma-separated chaos during each run: restart (redis: the bench's own server, started empty; mysql: the bench's own MariaDB, crashed and recovered), cut (connections), pause (SIGSTOP a holder for 1.5×TTL), kill (SIGKILL a process waiting for the hot name, holding none; the others go on)")
 	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause or kill chaos)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.replot, "replot", "", "run nothing: print the results of a -report directory and draw its charts again, from its results.json")
@@ -112,6 +113,9 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	}
 	if c.SQLServerDSN == "" {
 		c.SQLServerDSN = os.Getenv("LEASEHOLD_SQLSERVER_DSN")
+	}
+	if c.MySQLDSN == "" {
+		c.MySQLDSN = envOr("LEASEHOLD_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test")
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", errConfig, fs.Arg(0))
@@ -274,8 +278,9 @@ func runAll(ctx context.Context, f *cliFlags, stderr io.Writer) ([]*runResult, e
 
 // setUpChaos prepares what the chaos actions act on: on redis the bench's own
 // server behind a TCP proxy (the contenders dial the proxy), on PostgreSQL a
-// proxy in front of the server and a pool to terminate the bench's own
-// connections. Leasehold on a restarted Redis gets WithRestartGrace(TTL), the
+// pool to terminate the bench's own connections, on MySQL the bench's own
+// MariaDB server (crashed and started again on its data) behind a TCP proxy.
+// Leasehold on a restarted Redis gets WithRestartGrace(TTL), the
 // setting its documentation asks for when the server has no persistence.
 func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, func(), error) {
 	plan := &chaosPlan{actions: f.chaos, down: 500 * time.Millisecond}
@@ -321,6 +326,21 @@ func setUpChaos(ctx context.Context, f *cliFlags, c *runConfig) (*chaosPlan, fun
 		}
 		cleanups = append(cleanups, pool.Close)
 		plan.pg = pool
+	case backendMySQL:
+		m, err := startOwnMySQL(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, m.stop)
+		plan.mysql = m
+		p, err := faultproxy.New(m.addr())
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, p.Close)
+		plan.proxy = p
+		c.MySQLDSN = "root@tcp(" + p.Addr() + ")/"
 	}
 	return plan, cleanup, nil
 }

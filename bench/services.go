@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/microsoft/go-mssqldb" // the "sqlserver" database/sql driver
 	goredis "github.com/redis/go-redis/v9"
@@ -44,6 +45,27 @@ func postgresPool(ctx context.Context, c runConfig) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// mysqlDB opens the run's MySQL or MariaDB server.
+func mysqlDB(ctx context.Context, c runConfig) (*sql.DB, error) {
+	cfg, err := mysqldrv.ParseDSN(c.MySQLDSN)
+	if err != nil {
+		// The driver's parse errors can quote the DSN, password included.
+		return nil, fmt.Errorf("%w: MySQL DSN does not parse", errConfig)
+	}
+	cfg.Logger = quietDriver{}
+	conn, err := mysqldrv.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: MySQL DSN: %w", errConfig, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(c.Goroutines + 4)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
+	}
+	return db, nil
+}
+
 // sqlServerDB opens the run's SQL Server.
 func sqlServerDB(ctx context.Context, c runConfig) (*sql.DB, error) {
 	db, err := sql.Open("sqlserver", c.SQLServerDSN)
@@ -57,3 +79,9 @@ func sqlServerDB(ctx context.Context, c runConfig) (*sql.DB, error) {
 	}
 	return db, nil
 }
+
+// quietDriver drops the MySQL driver's own log lines (a broken connection
+// under chaos): the errors the backend returns say it all.
+type quietDriver struct{}
+
+func (quietDriver) Print(...any) {}

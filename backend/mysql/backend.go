@@ -28,6 +28,10 @@ type Backend struct {
 	// serverOK is set once checkServer passed (before the first Acquire).
 	serverOK atomic.Bool
 
+	// lastSweep (UnixNano) and sweeping pace and serialise maybeSweep.
+	lastSweep atomic.Int64
+	sweeping  atomic.Bool
+
 	slots     chan struct{} // one token per call in flight (call)
 	trips     *roundtrip.Runner
 	closing   chan struct{}
@@ -106,6 +110,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	if err := b.Info().CheckLimit(r.Limit); err != nil {
 		return backend.Grant{}, err
 	}
+	b.maybeSweep(ctx)
 	var g backend.Grant
 	err := b.retry(ctx, "acquire", []string{r.Key}, func(ctx context.Context) error {
 		if err := b.checkServerOnce(ctx); err != nil {

@@ -17,6 +17,9 @@ const (
 	// DefaultMaxCalls bounds the calls in flight on a *sql.DB whose pool is
 	// unlimited (WithMaxCalls).
 	DefaultMaxCalls = 32
+	// DefaultSweepEvery and DefaultSweepBatch are WithSweep's defaults.
+	DefaultSweepEvery = time.Second
+	DefaultSweepBatch = 20
 )
 
 // Option configures a Backend built by New. Options cannot fail: New checks
@@ -33,6 +36,8 @@ type config struct {
 	retry         retryPolicy
 	maxCalls      int // 0: DefaultMaxCalls
 	maxCallsSet   bool
+	sweepEvery    time.Duration
+	sweepBatch    int
 	logger        *slog.Logger
 }
 
@@ -45,7 +50,9 @@ func defaultConfig() config {
 			base:     DefaultRetryBaseDelay,
 			max:      DefaultRetryMaxDelay,
 		},
-		logger: slog.New(slog.DiscardHandler),
+		logger:     slog.New(slog.DiscardHandler),
+		sweepEvery: DefaultSweepEvery,
+		sweepBatch: DefaultSweepBatch,
 	}
 }
 
@@ -79,6 +86,18 @@ func WithMaxCalls(n int) Option {
 	return func(c *config) { c.maxCalls, c.maxCallsSet = n, true }
 }
 
+// WithSweep makes an Acquire first clear up to batch abandoned names: names
+// with an expired holding or an expired queue entry, whose expired rows
+// (and the name's lock row, once nothing is left) are deleted, one name per
+// transaction under the name's lock, as a call on the name would. It runs
+// at most once per every (0: before every Acquire) and by one caller at a
+// time, so that the tables stay bounded by the names in use without a
+// background job. batch 0 turns the sweep off; New refuses a negative every
+// or batch. Default: DefaultSweepEvery (1s), DefaultSweepBatch (20).
+func WithSweep(every time.Duration, batch int) Option {
+	return func(c *config) { c.sweepEvery, c.sweepBatch = every, batch }
+}
+
 // WithLogger sets where the backend logs retries and durability warnings.
 // Default: nothing is logged; nil keeps the default.
 func WithLogger(l *slog.Logger) Option {
@@ -97,6 +116,8 @@ func (c *config) validate() error {
 	switch {
 	case c.maxCallsSet && c.maxCalls < 1:
 		return fmt.Errorf("%w: WithMaxCalls(%d): need at least 1", ErrInvalidOption, c.maxCalls)
+	case c.sweepEvery < 0 || c.sweepBatch < 0:
+		return fmt.Errorf("%w: WithSweep(%v, %d): need every >= 0 and batch >= 0", ErrInvalidOption, c.sweepEvery, c.sweepBatch)
 	case c.retry.attempts < 1 || c.retry.base <= 0 || c.retry.max < c.retry.base:
 		return fmt.Errorf("%w: WithRetry(%d, %v, %v): need attempts >= 1 and 0 < base <= max", ErrInvalidOption, c.retry.attempts, c.retry.base, c.retry.max)
 	}

@@ -121,7 +121,7 @@ func TestServerIsDurable(t *testing.T) {
 
 func TestNewRefusesBadOptions(t *testing.T) {
 	db := openDB(t)
-	for _, o := range []Option{WithMaxCalls(0), WithRetry(0, time.Millisecond, time.Second), WithRetry(3, time.Second, time.Millisecond)} {
+	for _, o := range []Option{WithMaxCalls(0), WithRetry(0, time.Millisecond, time.Second), WithRetry(3, time.Second, time.Millisecond), WithSweep(-time.Second, 1), WithSweep(time.Second, -1)} {
 		if _, err := New(db, o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New = %v, want ErrInvalidOption", err)
 		}

@@ -160,6 +160,7 @@ type queries struct {
 	insertEntry, updateEntry      string
 	unlockName                    string
 	renew, renewRead              string
+	abandoned                     string
 	inspect, holders, list        string
 }
 
@@ -189,6 +190,10 @@ func newQueries(n names) queries {
 		// two renewals set the same expiry.
 		renew: "UPDATE " + n.holds + " SET expires_us = " + nowUs + " + ?, renewals = renewals + 1" +
 			" WHERE token = ? AND name = ? AND owner = ? AND attempt = ? AND " + live,
+		// Names with an expired holding (by the expires index) or an
+		// expired queue entry, for the sweep.
+		abandoned: "(SELECT name FROM " + n.holds + " WHERE expires_us <= " + nowUs + " ORDER BY expires_us LIMIT ?)" +
+			" UNION (SELECT name FROM " + n.queue + " WHERE expires_us <= " + nowUs + " LIMIT ?)",
 		renewRead: "SELECT expires_us FROM " + n.holds + " WHERE token = ?",
 		inspect: "SELECT owner, token, expires_us, metadata, holder_limit, " + nowUs + " FROM " + n.holds +
 			" WHERE name = ? AND " + live + " ORDER BY expires_us, token LIMIT 1",

@@ -328,7 +328,7 @@ func TestWatchWakesOnRelease(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *storeEnv) {
 		if e.listeners == nil {
-			t.Skipf("%s: no count of the watch's subscription to wait for (SQL Server has no notifications; etcd's watchers are not counted here)", e.name)
+			t.Skipf("%s: no count of the watch's subscription to wait for (SQL Server and MySQL have no notifications; etcd's watchers are not counted here)", e.name)
 		}
 		ctx := context.Background()
 		key := "wake-" + randomHex(4)
@@ -454,7 +454,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command", nil, nil, "no command"},
 		{"unknown command", nil, []string{"lsit", "-postgres", pg}, `unknown command "lsit"`},
-		{"no store", nil, []string{"list"}, "no store: give -redis ADDR, -postgres DSN, -sqlserver DSN or -etcd ENDPOINTS"},
+		{"no store", nil, []string{"list"}, "no store: give -redis ADDR, -postgres DSN, -sqlserver DSN, -mysql DSN or -etcd ENDPOINTS"},
 		{"two stores", nil, []string{"list", "-redis", "127.0.0.1:" + l.port(), "-postgres", pg}, "give one store, not -redis and -postgres"},
 		{"two store variables", []string{envPostgres + "=" + pg, envRedis + "=127.0.0.1:" + l.port()}, []string{"list"}, "several store variables are set"},
 		{"missing NAME", nil, []string{"inspect", "-postgres", pg}, "missing NAME"},
@@ -465,10 +465,10 @@ func TestUsageErrors(t *testing.T) {
 		{"release missing NAME", nil, []string{"release", "-force", "-yes", "-postgres", pg}, "missing NAME"},
 		{"bad interval", nil, []string{"watch", "-postgres", pg, "-interval", "0s"}, "-interval must be positive"},
 		{"negative for", nil, []string{"watch", "-postgres", pg, "-for", "-1s"}, "-for must not be negative"},
-		{"table on redis", nil, []string{"list", "-redis", "127.0.0.1:" + l.port(), "-table", "t"}, "-schema and -table apply to -postgres and -sqlserver"},
+		{"table on redis", nil, []string{"list", "-redis", "127.0.0.1:" + l.port(), "-table", "t"}, "-schema and -table apply to -postgres, -sqlserver and -mysql"},
 		{"redis prefix on postgres", nil, []string{"list", "-postgres", pg, "-redis-prefix", "x:"}, "-redis-prefix applies to -redis only"},
 		{"etcd prefix on postgres", nil, []string{"list", "-postgres", pg, "-etcd-prefix", "x/"}, "-etcd-prefix applies to -etcd only"},
-		{"table on etcd", nil, []string{"list", "-etcd", "127.0.0.1:" + l.port(), "-schema", "s"}, "-schema and -table apply to -postgres and -sqlserver, not -etcd"},
+		{"table on etcd", nil, []string{"list", "-etcd", "127.0.0.1:" + l.port(), "-schema", "s"}, "-schema and -table apply to -postgres, -sqlserver and -mysql, not -etcd"},
 		{"etcd and postgres", nil, []string{"list", "-etcd", "127.0.0.1:" + l.port(), "-postgres", pg}, "give one store, not -postgres and -etcd"},
 		{"unknown flag", nil, []string{"list", "-postgres", pg, "-prefx", "a"}, "flag provided but not defined: -prefx"},
 		{"DSN without its flag", nil, []string{"inspect", pg, "name"}, "one NAME only"},
@@ -476,6 +476,9 @@ func TestUsageErrors(t *testing.T) {
 		{"DSN as the command", nil, []string{pg}, "unknown command"},
 		{"redis address not host:port", nil, []string{"list", "-redis", "127.0.0.1"}, "-redis is not host:port or a redis:// URL"},
 		{"postgres DSN unparsable", nil, []string{"list", "-postgres", pg + "?x=%zz"}, "-postgres is not a valid PostgreSQL DSN"},
+		{"mysql DSN unparsable", nil, []string{"list", "-mysql", "admin:" + secret + "@tcp(127.0.0.1:" + l.port() + ")"}, "-mysql is not a valid MySQL DSN"},
+		{"mysql and postgres", nil, []string{"list", "-mysql", "admin:" + secret + "@tcp(127.0.0.1:" + l.port() + ")/db", "-postgres", pg}, "give one store, not -postgres and -mysql"},
+		{"redis prefix on mysql", nil, []string{"list", "-mysql", "admin:" + secret + "@tcp(127.0.0.1:" + l.port() + ")/db", "-redis-prefix", "x:"}, "-redis-prefix applies to -redis only"},
 		{"etcd endpoint with a path", nil, []string{"list", "-etcd", "http://127.0.0.1:" + l.port() + "/v3"}, "endpoint 1: it is not host:port"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

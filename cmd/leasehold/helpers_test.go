@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,6 +27,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/etcd"
+	"github.com/leasehold/leasehold/backend/mysql"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
@@ -72,7 +74,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(mainRun{m}) }
 
 // storeVars are the variables that select a store: removed from the
 // environment of every run unless a test sets them.
-var storeVars = []string{envRedis, envPostgres, envSQLServer, envEtcd}
+var storeVars = []string{envRedis, envPostgres, envSQLServer, envMySQL, envEtcd}
 
 // result is one run of the binary.
 type result struct {
@@ -153,7 +155,7 @@ type storeCase struct {
 	open func(t *testing.T) *storeEnv
 }
 
-var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}, {"sqlserver", sqlserverEnv}, {"etcd", etcdEnv}}
+var storeCases = []storeCase{{"postgres", postgresEnv}, {"redis", redisEnv}, {"sqlserver", sqlserverEnv}, {"mysql", mysqlEnv}, {"etcd", etcdEnv}}
 
 // forEachStore runs f as a subtest on every real store.
 func forEachStore(t *testing.T, f func(t *testing.T, e *storeEnv)) {
@@ -284,6 +286,53 @@ func sqlserverEnv(t *testing.T) *storeEnv {
 		t.Fatalf("sqlserver.New: %v", err)
 	}
 	return &storeEnv{name: "sqlserver", b: b, flags: []string{"-sqlserver", dsn, "-schema", schema}}
+}
+
+func mysqlDSN() string {
+	if dsn := os.Getenv(envMySQL); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// mysqlEnv makes a lease table of its own in the DSN's database, dropped at
+// cleanup.
+func mysqlEnv(t *testing.T) *storeEnv {
+	t.Helper()
+	cfg, err := mysqldrv.ParseDSN(mysqlDSN())
+	if err != nil {
+		t.Fatalf("%s: %v", envMySQL, err)
+	}
+	db, err := sql.Open("mysql", mysqlDSN())
+	if err != nil {
+		t.Fatalf("%s: %v", envMySQL, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		unavailable(t, "MySQL is not reachable at %s (set %s; .ci/ensure-mariadb starts it): %v", cfg.Addr, envMySQL, err)
+	}
+	schema := or(cfg.DBName, "test")
+	table := "lh_cli_" + randomHex(6)
+	if err := mysql.EnsureSchema(ctx, db, schema, table); err != nil {
+		t.Fatalf("EnsureSchema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, tb := range []string{table, table + "_holds", table + "_queue"} {
+			if _, err := db.ExecContext(ctx, "DROP TABLE `"+schema+"`.`"+tb+"`"); err != nil {
+				t.Errorf("drop table %s: %v", tb, err)
+			}
+		}
+	})
+	b, err := mysql.New(db, mysql.WithTable(schema, table))
+	if err != nil {
+		t.Fatalf("mysql.New: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return &storeEnv{name: "mysql", b: b, flags: []string{"-mysql", mysqlDSN(), "-schema", schema, "-table", table}}
 }
 
 // The etcd server the tests share (each test uses a key prefix of its own):

@@ -1,5 +1,5 @@
 // Command leasehold is the administration tool of leasehold stores: it lists
-// and inspects the live leases of a Redis, PostgreSQL, SQL Server or etcd store,
+// and inspects the live leases of a Redis, PostgreSQL, SQL Server, MySQL or etcd store,
 // ends a lease by force (fencing its holder) and watches grants, releases and
 // expiries as they happen.
 //

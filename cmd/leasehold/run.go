@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	mssql "github.com/microsoft/go-mssqldb"
 
@@ -31,6 +32,7 @@ type command struct {
 // opts are the flags every command has, and the NAME argument.
 type opts struct {
 	redisAddr, pgDSN, sqlDSN string
+	mysqlDSN                 string
 	etcdEndpoints            string
 	redisPrefix, etcdPrefix  string
 	schema, table            string
@@ -46,11 +48,12 @@ func (o *opts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisAddr, "redis", "", "Redis `ADDR`: host:port or redis://[user:password@]host:port[/db] (default $"+envRedis+")")
 	fs.StringVar(&o.pgDSN, "postgres", "", "PostgreSQL `DSN` (default $"+envPostgres+")")
 	fs.StringVar(&o.sqlDSN, "sqlserver", "", "SQL Server `DSN` (default $"+envSQLServer+")")
+	fs.StringVar(&o.mysqlDSN, "mysql", "", "MySQL or MariaDB `DSN`: user[:password]@tcp(host:port)/ (default $"+envMySQL+")")
 	fs.StringVar(&o.etcdEndpoints, "etcd", "", "etcd `ENDPOINTS`: host:port or http(s)://host:port, comma-separated (default $"+envEtcd+")")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "the etcd backend's key `prefix`, as given to etcd.WithKeyPrefix (default \"leasehold/\")")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "", "the Redis backend's key `prefix`, as given to redis.WithKeyPrefix (default \"leasehold:\")")
-	fs.StringVar(&o.schema, "schema", "", "`schema` of the lease table, SQL stores only (default \"lease\")")
-	fs.StringVar(&o.table, "table", "", "lease `table`, SQL stores only (default \"leases\" on PostgreSQL, \"Leases\" on SQL Server)")
+	fs.StringVar(&o.schema, "schema", "", "`schema` of the lease table (MySQL: its database), SQL stores only (default \"lease\", \"leasehold\" on MySQL)")
+	fs.StringVar(&o.table, "table", "", "lease `table`, SQL stores only (default \"leases\" on PostgreSQL and MySQL, \"Leases\" on SQL Server)")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "", "the Manager's key `prefix` (leasehold.WithKeyPrefix): names are shown and given without it")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound on connecting and on each store call")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of text")
@@ -61,12 +64,12 @@ func (o *opts) register(fs *flag.FlagSet) {
 func (o *opts) target(getenv func(string) string) (target, error) {
 	type cand struct{ kind, addr, source string }
 	var flags, envs []cand
-	for _, c := range []cand{{"redis", o.redisAddr, "-redis"}, {"postgres", o.pgDSN, "-postgres"}, {"sqlserver", o.sqlDSN, "-sqlserver"}, {"etcd", o.etcdEndpoints, "-etcd"}} {
+	for _, c := range []cand{{"redis", o.redisAddr, "-redis"}, {"postgres", o.pgDSN, "-postgres"}, {"sqlserver", o.sqlDSN, "-sqlserver"}, {"mysql", o.mysqlDSN, "-mysql"}, {"etcd", o.etcdEndpoints, "-etcd"}} {
 		if c.addr != "" {
 			flags = append(flags, c)
 		}
 	}
-	for _, c := range []cand{{"redis", getenv(envRedis), envRedis}, {"postgres", getenv(envPostgres), envPostgres}, {"sqlserver", getenv(envSQLServer), envSQLServer}, {"etcd", getenv(envEtcd), envEtcd}} {
+	for _, c := range []cand{{"redis", getenv(envRedis), envRedis}, {"postgres", getenv(envPostgres), envPostgres}, {"sqlserver", getenv(envSQLServer), envSQLServer}, {"mysql", getenv(envMySQL), envMySQL}, {"etcd", getenv(envEtcd), envEtcd}} {
 		if c.addr != "" {
 			envs = append(envs, c)
 		}
@@ -78,15 +81,15 @@ func (o *opts) target(getenv func(string) string) (target, error) {
 	case len(flags) == 1:
 		chosen = flags[0]
 	case len(envs) > 1:
-		return target{}, usagef("no store flag, and several store variables are set (%s, %s): choose one with -redis, -postgres, -sqlserver or -etcd", envs[0].source, envs[1].source)
+		return target{}, usagef("no store flag, and several store variables are set (%s, %s): choose one with -redis, -postgres, -sqlserver, -mysql or -etcd", envs[0].source, envs[1].source)
 	case len(envs) == 1:
 		chosen = envs[0]
 	default:
-		return target{}, usagef("no store: give -redis ADDR, -postgres DSN, -sqlserver DSN or -etcd ENDPOINTS (or set %s, %s, %s or %s)",
-			envRedis, envPostgres, envSQLServer, envEtcd)
+		return target{}, usagef("no store: give -redis ADDR, -postgres DSN, -sqlserver DSN, -mysql DSN or -etcd ENDPOINTS (or set %s, %s, %s, %s or %s)",
+			envRedis, envPostgres, envSQLServer, envMySQL, envEtcd)
 	}
 	if (chosen.kind == "redis" || chosen.kind == "etcd") && (o.schema != "" || o.table != "") {
-		return target{}, usagef("-schema and -table apply to -postgres and -sqlserver, not -%s", chosen.kind)
+		return target{}, usagef("-schema and -table apply to -postgres, -sqlserver and -mysql, not -%s", chosen.kind)
 	}
 	if chosen.kind != "etcd" && o.etcdPrefix != "" {
 		return target{}, usagef("-etcd-prefix applies to -etcd only")
@@ -215,7 +218,11 @@ func missingTable(err error) bool {
 		return pe.Code == "42P01" || pe.Code == "3F000" // undefined table, undefined schema
 	}
 	var me mssql.Error
-	return errors.As(err, &me) && me.Number == 208 // invalid object name
+	if errors.As(err, &me) {
+		return me.Number == 208 // invalid object name
+	}
+	var my *mysqldrv.MySQLError
+	return errors.As(err, &my) && (my.Number == 1146 || my.Number == 1049) // no such table, unknown database
 }
 
 // callCtx bounds one store call by -timeout.

@@ -83,6 +83,8 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 			{"sqlserver URL", nil, []string{"list", "-sqlserver", "sqlserver://usr:" + pw + "@" + host + "?database=test"}, want{}},
 			{"sqlserver URL escaped", nil, []string{"list", "-sqlserver", "sqlserver://" + userinfo + "@" + host + "?database=test"}, reached},
 			{"sqlserver ADO", nil, []string{"list", "-sqlserver", "server=127.0.0.1;port=" + port + ";user id=usr;password=" + pw}, want{}},
+			{"mysql DSN", nil, []string{"list", "-mysql", "usr:" + pw + "@tcp(" + host + ")/db"}, want{}},
+			{"mysql by variable", []string{envMySQL + "=usr:" + pw + "@tcp(" + host + ")/db"}, []string{"list"}, want{}},
 			{"etcd URL", nil, []string{"list", "-etcd", "http://root:" + pw + "@" + host}, badAddr},
 			{"etcd URL escaped", nil, []string{"list", "-etcd", "https://" + url.UserPassword("root", pw).String() + "@" + host}, badAddr},
 			{"etcd without scheme", nil, []string{"list", "-etcd", "root:" + pw + "@" + host}, badAddr},
@@ -96,6 +98,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 		if pw == passwords[0] || pw == "a" {
 			cases = append(cases,
 				tc{"postgres silent", nil, []string{"list", "-timeout", "300ms", "-postgres", "postgres://" + userinfo + "@127.0.0.1:" + silent.port() + "/db"}, reached},
+				tc{"mysql silent", nil, []string{"list", "-timeout", "300ms", "-mysql", "usr:" + pw + "@tcp(127.0.0.1:" + silent.port() + ")/db"}, reached},
 				tc{"redis silent", nil, []string{"list", "-timeout", "300ms", "-redis", "redis://" + userinfo + "@127.0.0.1:" + silent.port()}, reached})
 		}
 		for _, c := range cases {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/microsoft/go-mssqldb/msdsn"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/etcd"
+	"github.com/leasehold/leasehold/backend/mysql"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/backend/sqlserver"
@@ -32,11 +34,12 @@ const (
 	envRedis     = "LEASEHOLD_REDIS_ADDR"
 	envPostgres  = "LEASEHOLD_POSTGRES_DSN"
 	envSQLServer = "LEASEHOLD_SQLSERVER_DSN"
+	envMySQL     = "LEASEHOLD_MYSQL_DSN"
 	envEtcd      = "LEASEHOLD_ETCD_ENDPOINTS"
 )
 
 // target is the store selected by the command line: kind ("redis",
-// "postgres", "sqlserver", "etcd") and address, DSN or endpoints, which may hold a password
+// "postgres", "sqlserver", "mysql", "etcd") and address, DSN or endpoints, which may hold a password
 // and is never printed as given.
 type target struct {
 	kind   string
@@ -80,6 +83,8 @@ func openStore(ctx context.Context, t target) (*store, error) {
 		return openPostgres(ctx, t)
 	case "sqlserver":
 		return openSQLServer(ctx, t)
+	case "mysql":
+		return openMySQL(ctx, t)
 	case "etcd":
 		return openEtcd(ctx, t)
 	}
@@ -222,6 +227,45 @@ func openSQLServer(ctx context.Context, t target) (*store, error) {
 	}
 	return &store{b: b, desc: desc, redact: redact, close: func() { b.Close(); db.Close() }}, nil
 }
+
+func openMySQL(ctx context.Context, t target) (*store, error) {
+	cfg, err := mysqldrv.ParseDSN(t.addr)
+	if err != nil {
+		return nil, usagef("%s is not a valid MySQL DSN (want user[:password]@tcp(host:port)/[database][?param=value]; the DSN is not shown)", t.source)
+	}
+	secrets := []string{cfg.Passwd}
+	redact := func(s string) string { return redactWith(s, secrets) }
+	desc := "MySQL at " + cfg.Addr
+	// The driver would log connection trouble to stderr itself; the error
+	// returned says it all.
+	cfg.Logger = mysqldrv.Logger(discardLogger{})
+	cfg.Timeout = t.timeout
+	conn, err := mysqldrv.NewConnector(cfg)
+	if err != nil {
+		return nil, usagef("%s is not a usable MySQL DSN (the DSN is not shown)", t.source)
+	}
+	db := sql.OpenDB(conn)
+	if err = db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cannot reach %s: %s", desc, redact(err.Error()))
+	}
+	db.SetMaxOpenConns(2)
+	var mopts []mysql.Option
+	if t.schema != "" || t.table != "" {
+		mopts = append(mopts, mysql.WithTable(or(t.schema, mysql.DefaultSchema), or(t.table, mysql.DefaultTable)))
+	}
+	b, err := mysql.New(db, mopts...)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %s", desc, redact(err.Error()))
+	}
+	return &store{b: b, desc: desc, redact: redact, close: func() { b.Close(); db.Close() }}, nil
+}
+
+// discardLogger drops the MySQL driver's own log lines.
+type discardLogger struct{}
+
+func (discardLogger) Print(...any) {}
 
 func openEtcd(ctx context.Context, t target) (*store, error) {
 	var endpoints, hosts []string

@@ -22,11 +22,12 @@ Commands:
                                   (SIGINT, SIGTERM) or for -for DURATION
 
 Store (exactly one; a flag wins over the environment, where exactly one of
-LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN, LEASEHOLD_SQLSERVER_DSN and
-LEASEHOLD_ETCD_ENDPOINTS may be set):
+LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN, LEASEHOLD_SQLSERVER_DSN,
+LEASEHOLD_MYSQL_DSN and LEASEHOLD_ETCD_ENDPOINTS may be set):
   -redis ADDR          host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS)
   -postgres DSN        a libpq URL or key=value string (PG* variables apply)
   -sqlserver DSN       a go-mssqldb connection string
+  -mysql DSN           MySQL or MariaDB: user[:password]@tcp(host:port)/[database]
   -etcd ENDPOINTS      host:port or http(s)://host:port, comma-separated
 -redis-prefix, -etcd-prefix, -schema and -table must match the backend options
 the Managers use. Passwords are never printed: prefer the environment to the
