@@ -27,7 +27,7 @@ services:
 # dependency, so that a library user's module graph holds only the stores
 # they use. Each of them replaces github.com/leasehold/leasehold (and the
 # modules of the tree it uses) with the directory beside it.
-MODULES := . backend/redis backend/postgres backend/sqlserver backend/mysql backend/etcd internal/faultproxy internal/storetests examples bench cmd/leasehold
+MODULES := . backend/redis backend/postgres backend/sqlserver backend/mysql backend/etcd fence/grpcfence internal/faultproxy internal/storetests examples bench cmd/leasehold
 
 vet:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

@@ -24,6 +24,7 @@ var notInTheRootModule = []string{
 	"go.etcd.io/etcd",
 	"github.com/DATA-DOG/go-sqlmock",
 	"github.com/Shopify/toxiproxy",
+	"google.golang.org/grpc",
 }
 
 // TestRootModuleRequiresNoStoreDriver: the root go.mod requires none of the

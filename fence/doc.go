@@ -8,8 +8,8 @@
 // grant's fencing token (leasehold.Lease.Token) is lower than its
 // successor's, so a resource that records the highest token it has seen and
 // refuses lower ones keeps the newest holder's work. Memory does that for
-// one process; backend/postgres, backend/sqlserver and backend/redis guard
-// writes in their store, atomically with the write; fence/httpfence and
-// fence/grpcfence carry the token over HTTP and gRPC. docs/fencing-tokens.md
-// says which to use when.
+// one process; backend/postgres, backend/sqlserver, backend/mysql and
+// backend/redis guard writes in their store, atomically with the write;
+// fence/httpfence and fence/grpcfence carry the token over HTTP and gRPC.
+// docs/fencing-tokens.md says which to use when.
 package fence

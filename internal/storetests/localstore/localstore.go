@@ -45,13 +45,18 @@ func Redis(t testing.TB) backend.Backend {
 	return b
 }
 
+// PostgresDSN is the local PostgreSQL's DSN.
+func PostgresDSN() string {
+	if dsn := os.Getenv("LEASEHOLD_POSTGRES_DSN"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
 // Postgres is a backend on the local PostgreSQL, on table leases of schema.
 func Postgres(t testing.TB, schema string) backend.Backend {
 	t.Helper()
-	dsn := os.Getenv("LEASEHOLD_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	dsn := PostgresDSN()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, dsn)
