@@ -4,11 +4,11 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/leasehold/leasehold v0.0.0
-	github.com/leasehold/leasehold/backend/etcd v0.0.0
-	github.com/leasehold/leasehold/backend/postgres v0.0.0
-	github.com/leasehold/leasehold/backend/redis v0.0.0
-	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
+	github.com/leasehold/leasehold v0.1.0
+	github.com/leasehold/leasehold/backend/etcd v0.1.0
+	github.com/leasehold/leasehold/backend/postgres v0.1.0
+	github.com/leasehold/leasehold/backend/redis v0.1.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.1.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -74,5 +74,4 @@ replace (
 	github.com/leasehold/leasehold/backend/postgres => ../../backend/postgres
 	github.com/leasehold/leasehold/backend/redis => ../../backend/redis
 	github.com/leasehold/leasehold/backend/sqlserver => ../../backend/sqlserver
-	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )
