@@ -2,16 +2,17 @@
 #
 # It makes sure the services the tests talk to are up (starting or installing
 # them when it can), vets, runs every test with the race detector, and builds
-# every example and the bench CLI.
+# every example and the bench CLI, and checks that the release versions.yaml
+# records can be fetched and used as a user would (release-check).
 
 GO ?= go
 
 # Tests that need Redis, PostgreSQL or MariaDB fail, not skip, when they are missing.
 export LEASEHOLD_REQUIRE_SERVICES ?= 1
 
-.PHONY: test services vet unit build fuzz bench stress soak model-deep model-long
+.PHONY: test services vet unit build release-check release-tags fuzz bench stress soak model-deep model-long
 
-test: services vet unit build
+test: services vet unit build release-check
 
 services:
 	.ci/ensure-redis
@@ -27,7 +28,7 @@ services:
 # dependency, so that a library user's module graph holds only the stores
 # they use. Each of them replaces github.com/leasehold/leasehold (and the
 # modules of the tree it uses) with the directory beside it.
-MODULES := . backend/redis backend/postgres backend/sqlserver backend/mysql backend/etcd fence/grpcfence internal/faultproxy internal/storetests examples bench cmd/leasehold
+MODULES := . backend/redis backend/postgres backend/sqlserver backend/mysql backend/etcd fence/grpcfence internal/storetests internal/releasetool examples bench cmd/leasehold
 
 vet:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -39,6 +40,17 @@ unit:
 # etcd example.
 build:
 	for m in $(MODULES); do (cd $$m && $(GO) build -o /dev/null ./...) || exit 1; done
+
+# The modules versions.yaml releases, at its versions, from a module proxy
+# made of the tree: `go get` in an empty module, a build on memory, Redis and
+# PostgreSQL, and no test-only module in its graph (.ci/check-release).
+release-check:
+	.ci/check-release
+
+# The tags of the release versions.yaml records (docs/releasing.md); with
+# CREATE=1 it makes them (annotated git tags, not pushed).
+release-tags:
+	$(GO) run -C internal/releasetool . -versions $(CURDIR)/versions.yaml tags $(if $(CREATE),-create)
 
 # Not part of `make test`: explore name and option validation for a while.
 fuzz:

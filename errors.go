@@ -75,6 +75,10 @@ type NotAcquiredError struct {
 	// Limit is the Acquire's WithLimit, when above 1: every slot was taken
 	// (Holder is then the holding that ends first).
 	Limit int
+	// HeldHere: the holder is this Manager itself. A lease is not
+	// re-entrant: a second Acquire of a name the Manager holds is refused
+	// until the first lease is released.
+	HeldHere bool
 }
 
 func (e *NotAcquiredError) Error() string {
@@ -83,6 +87,9 @@ func (e *NotAcquiredError) Error() string {
 			return fmt.Sprintf("leasehold: lease %q not acquired: no free slot of %d for this waiter", e.Name, e.Limit)
 		}
 		return fmt.Sprintf("leasehold: lease %q not acquired: all %d slots held; the first to end is %q's, until %s", e.Name, e.Limit, e.Holder, e.HolderExpiresAt.Format(time.RFC3339Nano))
+	}
+	if e.HeldHere {
+		return fmt.Sprintf("leasehold: lease %q not acquired: held by this Manager (owner %q); leases are not re-entrant: use the lease already held, or Release it first", e.Name, e.Holder)
 	}
 	if e.Holder == "" {
 		return fmt.Sprintf("leasehold: lease %q not acquired: held by another owner", e.Name)

@@ -202,7 +202,7 @@ func (m *Manager) acquire(ctx context.Context, name string, shared *bool, opts .
 	case errors.Is(r.Err, ErrNotAcquired) && c.limit > 1:
 		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt, Limit: c.limit}
 	case errors.Is(r.Err, ErrNotAcquired):
-		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt}
+		return nil, &NotAcquiredError{Name: name, Holder: r.Holder, HolderExpiresAt: r.HolderExpiresAt, HeldHere: r.HeldHere}
 	default:
 		return nil, r.Err
 	}

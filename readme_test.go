@@ -22,6 +22,10 @@ import (
 // and, where the Example has an Output, run. A block edited without its
 // Example, or an Example without its block, fails.
 //
+// A block that is a whole program (package main) is matched, the same way,
+// against the main.go files of the tree's commands instead, which every
+// module's build compiles.
+//
 // Lines are compared without their indentation (the docs indent with
 // spaces, gofmt with tabs, and the block may sit in a closure) and with every
 // run of blanks inside a line taken as one (gofmt re-aligns trailing
@@ -120,7 +124,8 @@ func readmeGoBlocks(t *testing.T, path string) []readmeBlock {
 }
 
 // exampleBodies returns the normalised bodies of every Example function in
-// the *_test.go files under root, each between newlines.
+// the *_test.go files under root, and the whole of every main.go of package
+// main, each between newlines.
 func exampleBodies(t *testing.T, root string) []string {
 	t.Helper()
 	var bodies []string
@@ -134,7 +139,8 @@ func exampleBodies(t *testing.T, root string) []string {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, "_test.go") {
+		program := d.Name() == "main.go"
+		if !strings.HasSuffix(path, "_test.go") && !program {
 			return nil
 		}
 		src, err := os.ReadFile(path)
@@ -146,17 +152,18 @@ func exampleBodies(t *testing.T, root string) []string {
 		if err != nil {
 			return err
 		}
+		if program {
+			if f.Name.Name == "main" {
+				bodies = append(bodies, normBody(src))
+			}
+			return nil
+		}
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Recv != nil || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Example") {
 				continue
 			}
-			body := src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
-			var lines []string
-			for line := range strings.Lines(string(body)) {
-				lines = append(lines, normLine(line))
-			}
-			bodies = append(bodies, "\n"+strings.Join(lines, "\n")+"\n")
+			bodies = append(bodies, normBody(src[fset.Position(fn.Body.Lbrace).Offset+1:fset.Position(fn.Body.Rbrace).Offset]))
 		}
 		return nil
 	})
@@ -164,6 +171,15 @@ func exampleBodies(t *testing.T, root string) []string {
 		t.Fatalf("read the Examples: %v", err)
 	}
 	return bodies
+}
+
+// normBody is src's lines, normalised, between newlines.
+func normBody(src []byte) string {
+	var lines []string
+	for line := range strings.Lines(string(src)) {
+		lines = append(lines, normLine(line))
+	}
+	return "\n" + strings.Join(lines, "\n") + "\n"
 }
 
 // normLine drops a line's indentation and trailing blanks and makes every

@@ -79,7 +79,7 @@ func (a *leaseActor) takeHandOff(ctx actor.Context, w *waiter, h backend.HandOff
 	tok := h.Token
 	fenced := tok <= a.maxToken
 	a.maxToken = max(a.maxToken, tok)
-	a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner})
+	a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HeldHere: true})
 	switch {
 	case fenced:
 		a.releaseThenReply(ctx, w.attempt, tok, pickup, m, fmt.Errorf("%w: acquire %q: the backend handed over token %d, not above token %d seen before for this name", messages.ErrTokenNotIncreasing, m.Name, tok, a.maxToken))

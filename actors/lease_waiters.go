@@ -194,7 +194,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		if shut {
 			a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 		} else {
-			a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: r.Grant.ExpiresAt})
+			a.answerObservers(messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HeldHere: true, HolderExpiresAt: r.Grant.ExpiresAt})
 		}
 		switch {
 		case shut:
@@ -218,7 +218,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 // heldHere is the refusal of a one-attempt Acquire while this Manager holds
 // the key.
 func (a *leaseActor) heldHere() messages.AcquireReply {
-	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HolderExpiresAt: a.cur.h.ExpiresAt()}
+	return messages.AcquireReply{Err: messages.ErrNotAcquired, Holder: a.cfg.Owner, HeldHere: true, HolderExpiresAt: a.cur.h.ExpiresAt()}
 }
 
 // settleObservers answers the one-attempt Acquires waiting to learn who holds

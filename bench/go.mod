@@ -6,11 +6,10 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/leasehold/leasehold v0.0.0
-	github.com/leasehold/leasehold/backend/postgres v0.0.0
-	github.com/leasehold/leasehold/backend/redis v0.0.0
-	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
-	github.com/leasehold/leasehold/internal/faultproxy v0.0.0
+	github.com/leasehold/leasehold v0.1.0
+	github.com/leasehold/leasehold/backend/postgres v0.1.0
+	github.com/leasehold/leasehold/backend/redis v0.1.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.1.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/montanaflynn/stats v0.14.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -29,7 +28,6 @@ require (
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
-	github.com/Shopify/toxiproxy/v2 v2.5.0 // indirect
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9 // indirect
@@ -44,23 +42,18 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/golang/protobuf v1.5.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/leasehold/leasehold/backend/mysql v0.0.0
+	github.com/leasehold/leasehold/backend/mysql v0.1.0
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
-	github.com/mattn/go-colorable v0.1.13 // indirect
-	github.com/mattn/go-isatty v0.0.17 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.4 // indirect
 	github.com/orcaman/concurrent-map v1.0.0 // indirect
 	github.com/prometheus/client_golang v1.17.0 // indirect
 	github.com/prometheus/client_model v0.5.0 // indirect
 	github.com/prometheus/common v0.44.0 // indirect
 	github.com/prometheus/procfs v0.11.1 // indirect
-	github.com/rs/xid v1.4.0 // indirect
-	github.com/rs/zerolog v1.28.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
 	github.com/twmb/murmur3 v1.1.8 // indirect
 	go.opentelemetry.io/otel/exporters/prometheus v0.44.0 // indirect
@@ -72,7 +65,6 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
-	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
 
 // This repository's modules, from the directories beside this one.
@@ -81,7 +73,6 @@ replace (
 	github.com/leasehold/leasehold/backend/postgres => ../backend/postgres
 	github.com/leasehold/leasehold/backend/redis => ../backend/redis
 	github.com/leasehold/leasehold/backend/sqlserver => ../backend/sqlserver
-	github.com/leasehold/leasehold/internal/faultproxy => ../internal/faultproxy
 )
 
 replace github.com/leasehold/leasehold/backend/mysql => ../backend/mysql

@@ -4,10 +4,10 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/leasehold/leasehold v0.0.0
-	github.com/leasehold/leasehold/backend/postgres v0.0.0
-	github.com/leasehold/leasehold/backend/redis v0.0.0
-	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
+	github.com/leasehold/leasehold v0.1.0
+	github.com/leasehold/leasehold/backend/postgres v0.1.0
+	github.com/leasehold/leasehold/backend/redis v0.1.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.1.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/prometheus/client_golang v1.17.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -58,5 +58,4 @@ replace (
 	github.com/leasehold/leasehold/backend/postgres => ../backend/postgres
 	github.com/leasehold/leasehold/backend/redis => ../backend/redis
 	github.com/leasehold/leasehold/backend/sqlserver => ../backend/sqlserver
-	github.com/leasehold/leasehold/internal/faultproxy => ../internal/faultproxy
 )

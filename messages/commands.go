@@ -40,6 +40,9 @@ type AcquireReply struct {
 	Err             error
 	Holder          string
 	HolderExpiresAt time.Time
+	// HeldHere: the refusal is because this Manager holds the key itself
+	// (a lease is not re-entrant).
+	HeldHere bool
 }
 
 // CancelWait tells the lease actor that the caller behind Ticket gave up, so

@@ -59,7 +59,6 @@ func (mem *Member) hold(ctx context.Context, h *holding) {
 	returned := make(chan struct{})
 	go func() {
 		defer close(returned)
-		defer h.workDone()
 		if mem.cb.OnAssigned != nil {
 			mem.cb.OnAssigned(ctx, h.item)
 		}
@@ -69,6 +68,9 @@ func (mem *Member) hold(ctx context.Context, h *holding) {
 		mem.await(h, returned)
 	}
 	<-returned
+	// The work ends only now, not when OnAssigned returns: ending it ends
+	// its context, and the member owns the item until that context ends.
+	h.workDone()
 	h.cancel()
 	release(ctx, h.lease)
 

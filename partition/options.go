@@ -56,8 +56,11 @@ func WithTTL(d time.Duration) Option {
 
 // WithRebalanceEvery sets how often the member looks at the group and moves
 // towards its share. A join is noticed within one period; a dead member's
-// items are taken within its TTL and one period. Each look is one or two
-// List calls on the store. Default DefaultRebalanceEvery; positive.
+// items are taken within its TTL and one period. After it joins, and after it
+// sees the members change, a member settles: a few rounds at most 250ms
+// apart, so that members starting together share the items at once and a
+// joiner gets its share soon after the others notice it. Each look is one
+// or two List calls on the store. Default DefaultRebalanceEvery; positive.
 func WithRebalanceEvery(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

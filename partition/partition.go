@@ -54,6 +54,7 @@ type Member struct {
 	// Only the member's own goroutine (run) touches these after Join.
 	membership *leasehold.Lease
 	rejoining  bool            // the membership was lost and not taken again yet
+	settling   int             // rounds left at the settling pace (settleRounds)
 	warned     map[string]bool // mismatched members already logged
 
 	mu      sync.Mutex
@@ -106,7 +107,7 @@ func Join(ctx context.Context, m *leasehold.Manager, group string, items []strin
 		m: m, group: group, items: sorted, cb: cb, cfg: cfg, digest: digest(sorted), metrics: mt,
 		log:    cfg.logger.With("group", group, "member", m.Owner()),
 		joined: make(chan struct{}), done: make(chan struct{}),
-		warned: map[string]bool{}, held: map[string]*holding{},
+		warned: map[string]bool{}, held: map[string]*holding{}, settling: settleRounds,
 	}
 	mem.meta = encode(memberMeta{Partition: metaVersion, Group: group, Items: len(sorted), Digest: mem.digest})
 	if _, err := mem.liveMembers(ctx, true); err != nil {

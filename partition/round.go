@@ -13,8 +13,8 @@ import (
 )
 
 // run is the member's own goroutine: a round now, then one every rebalance
-// period (a quarter of it while below its share), until the member leaves or
-// cannot go on; then it leaves.
+// period (a quarter of it while below its share, and settleEvery at most
+// while settling), until the member leaves or cannot go on; then it leaves.
 func (mem *Member) run() {
 	defer close(mem.done)
 	defer mem.cancel()
@@ -32,12 +32,25 @@ func (mem *Member) run() {
 		if short {
 			wait = max(wait/4, time.Millisecond)
 		}
+		if mem.settling > 0 {
+			mem.settling--
+			wait = min(wait, settleEvery)
+		}
 		if !sleep(mem.ctx, wait) {
 			break
 		}
 	}
 	mem.leave()
 }
+
+// settleRounds is how many rounds a member runs at the settling pace after it
+// joins or sees the members change: members that start together, and a
+// joiner with the members already there, agree on their shares within a few
+// of them rather than within a rebalance period each.
+const settleRounds = 8
+
+// settleEvery is the most a settling member waits between rounds.
+const settleEvery = 250 * time.Millisecond
 
 // sleep waits for d, or for ctx to end (then it returns false).
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -66,17 +79,13 @@ func (mem *Member) round() (short bool, err error) {
 		}
 		return false, nil
 	}
-	me := mem.m.Owner()
-	mem.mu.Lock()
-	mem.members = members
-	mem.mu.Unlock()
-	rank, _ := slices.BinarySearch(members, me)
-	share := quota(len(mem.items), len(members), rank)
+	mem.saw(members)
+	share := mem.share(members)
 
 	active := mem.active()
 	switch {
 	case len(active) > share:
-		byPreference(me, active)
+		byPreference(mem.m.Owner(), active)
 		mem.handBack(active[share:], moveHandedBack)
 		return false, nil
 	case len(active) == share:
@@ -89,9 +98,37 @@ func (mem *Member) round() (short bool, err error) {
 		}
 		return true, nil
 	}
-	byPreference(me, free)
+	if mem.settling > 0 {
+		// Members starting together may not have seen each other yet: look
+		// again just before taking, so as not to take what is theirs.
+		if again, err := mem.liveMembers(mem.ctx, false); err == nil {
+			mem.saw(again)
+			share = min(share, mem.share(again))
+		}
+		if len(active) >= share {
+			return false, nil
+		}
+	}
+	byPreference(mem.m.Owner(), free)
 	taken, err := mem.take(free, share-len(active))
 	return len(active)+taken < share, err
+}
+
+// saw records the members a round found; when they changed, the member
+// settles again (see settleRounds).
+func (mem *Member) saw(members []string) {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.members != nil && !slices.Equal(mem.members, members) {
+		mem.settling = settleRounds
+	}
+	mem.members = members
+}
+
+// share is the member's fair share of the items among members.
+func (mem *Member) share(members []string) int {
+	rank, _ := slices.BinarySearch(members, mem.m.Owner())
+	return quota(len(mem.items), len(members), rank)
 }
 
 // rejoin makes sure the member holds its membership lease, acquiring it again

@@ -15,11 +15,12 @@ func newCallSlots(maxConns int32) *semaphore.Weighted {
 }
 
 // inSlot runs fn, one store call, once a call slot is free; it answers the
-// context's error if ctx ends first.
+// context's error if ctx ends first, and says what to do when the lease
+// tables are missing.
 func (b *Backend) inSlot(ctx context.Context, fn func(ctx context.Context) error) error {
 	if err := b.slots.Acquire(ctx, 1); err != nil {
 		return err
 	}
 	defer b.slots.Release(1)
-	return fn(ctx)
+	return schemaMissing(fn(ctx))
 }

@@ -336,6 +336,24 @@ const ensureLockKey int64 = 0x6c65617365686f6c // "leasehol"
 // Nothing is created or changed then.
 var ErrSchemaConflict = errors.New("postgres: schema object in the way")
 
+// ErrSchemaMissing is returned (wrapped, with the server's error) by a call
+// that found no lease table: the tables are made by EnsureSchema or by
+// applying CreateScript, before the first Acquire.
+var ErrSchemaMissing = errors.New("postgres: the lease tables do not exist: run EnsureSchema (or apply CreateScript) first")
+
+// undefinedTable is PostgreSQL's SQLSTATE for a relation that does not exist.
+const undefinedTable = "42P01"
+
+// schemaMissing wraps err with ErrSchemaMissing when the server said a table
+// does not exist, keeping the server's error matchable with errors.As.
+func schemaMissing(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == undefinedTable {
+		return fmt.Errorf("%w: %w", ErrSchemaMissing, err)
+	}
+	return err
+}
+
 // EnsureSchema creates the schema, token sequence, table and index, the
 // waiter queue's table and index, and the holds table, its index and the
 // keep trigger, when they do not exist, upgrades tables made by an earlier

@@ -11,6 +11,8 @@ import "context"
 // them first, so that the server runs the calls on a name in the order they
 // were made (roundtrip.Runner).
 //
+// An error saying a table does not exist is wrapped with ErrSchemaMissing.
+//
 // fn runs only once it holds one of the backend's call slots (maxCalls), and
 // keeps it until it returns, abandoned or not: each call in flight holds a
 // connection, and an unlimited pool would otherwise open one per call.
@@ -21,7 +23,7 @@ func (b *Backend) call(ctx context.Context, names []string, fn func(context.Cont
 			return
 		}
 		defer b.freeSlot()
-		err = fn(ctx)
+		err = schemaMissing(fn(ctx))
 	}); terr != nil {
 		return terr // fn may still be running: err is not ours to read
 	}

@@ -2,6 +2,7 @@ package sqlserver
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	mssql "github.com/microsoft/go-mssqldb"
@@ -26,6 +27,24 @@ var ErrRowVersionRefused = errors.New("sqlserver: the server refuses ROWVERSION 
 // well: the grant may still stand, so this is a fault (the engine cleans up as
 // after any ambiguous acquire), not a refusal.
 var ErrReplicaNotConfirmed = errors.New("sqlserver: grant not confirmed on the read replica in time")
+
+// ErrSchemaMissing is returned (wrapped, with the server's error) by a call
+// that found no lease table: the tables are made by EnsureSchema or by
+// applying CreateScript, before the first Acquire.
+var ErrSchemaMissing = errors.New("sqlserver: the lease tables do not exist: run EnsureSchema (or apply CreateScript) first")
+
+// errInvalidObjectName is SQL Server's "Invalid object name" (a table that
+// does not exist).
+const errInvalidObjectName = 208
+
+// schemaMissing wraps err with ErrSchemaMissing when the server said a table
+// does not exist, keeping the server's error matchable with errors.As.
+func schemaMissing(err error) error {
+	if hasErrorNumber(err, errInvalidObjectName) {
+		return fmt.Errorf("%w: %w", ErrSchemaMissing, err)
+	}
+	return err
+}
 
 // hasErrorNumber reports whether err carries a SQL Server error with one of
 // numbers, as the last error or as any earlier error of the same batch

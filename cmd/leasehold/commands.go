@@ -61,7 +61,7 @@ func listAll(ctx context.Context, l lister, o *opts, prefix string) ([]backend.H
 
 func inspectCommand() *command {
 	c := &command{name: "inspect", args: "NAME", needsName: true,
-		summary: "Show who holds NAME: owner, token, time left (as the store measures it), expiry and metadata.\n  A free name prints \"free\" (with -json: {\"held\":false}) and exits 0."}
+		summary: "Show who holds NAME: owner, token, time left (as the store measures it), expiry and metadata.\n  A free name prints \"free\" (with -json: {\"held\":false,\"name\":...,\"key\":...}) and exits 0."}
 	c.flags = func(fs *flag.FlagSet) func(context.Context, *app, *store, *opts) int {
 		return func(ctx context.Context, a *app, s *store, o *opts) int {
 			cctx, cancel := callCtx(ctx, o)
@@ -72,9 +72,7 @@ func inspectCommand() *command {
 			}
 			switch {
 			case !held && o.json:
-				err = writeJSON(a.stdout, struct {
-					Held bool `json:"held"`
-				}{})
+				err = writeJSON(a.stdout, freeJSON{Name: o.name, Key: o.key})
 			case !held:
 				_, err = fmt.Fprintln(a.stdout, "free")
 			case o.json:

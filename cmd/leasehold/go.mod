@@ -4,11 +4,11 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/leasehold/leasehold v0.0.0
-	github.com/leasehold/leasehold/backend/etcd v0.0.0
-	github.com/leasehold/leasehold/backend/postgres v0.0.0
-	github.com/leasehold/leasehold/backend/redis v0.0.0
-	github.com/leasehold/leasehold/backend/sqlserver v0.0.0
+	github.com/leasehold/leasehold v0.1.0
+	github.com/leasehold/leasehold/backend/etcd v0.1.0
+	github.com/leasehold/leasehold/backend/postgres v0.1.0
+	github.com/leasehold/leasehold/backend/redis v0.1.0
+	github.com/leasehold/leasehold/backend/sqlserver v0.1.0
 	github.com/microsoft/go-mssqldb v1.11.2
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -38,7 +38,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/leasehold/leasehold/backend/mysql v0.0.0
+	github.com/leasehold/leasehold/backend/mysql v0.1.0
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -78,7 +78,6 @@ replace (
 	github.com/leasehold/leasehold/backend/postgres => ../../backend/postgres
 	github.com/leasehold/leasehold/backend/redis => ../../backend/redis
 	github.com/leasehold/leasehold/backend/sqlserver => ../../backend/sqlserver
-	github.com/leasehold/leasehold/internal/faultproxy => ../../internal/faultproxy
 )
 
 replace github.com/leasehold/leasehold/backend/mysql => ../../backend/mysql

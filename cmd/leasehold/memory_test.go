@@ -47,6 +47,10 @@ func TestInProcessMemory(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "job ") || !strings.Contains(out, `\x1b[31mred`) || strings.Contains(out, "\x1b") {
 		t.Errorf("list: exit %d, %q; want the name without the key prefix and the escape sequence shown escaped", code, out)
 	}
+	// inspect -json of a free name says which name it is about.
+	if out, _, code := runIn("", "inspect", "-json", "-key-prefix", "app/", "other"); code != 0 || out != "{\"held\":false,\"name\":\"other\",\"key\":\"app/other\"}\n" {
+		t.Errorf("inspect -json of a free name: exit %d, %q; want held false with its name and key", code, out)
+	}
 	out, _, code = runIn("", "inspect", "app/job")
 	if code != 0 || !strings.Contains(out, "mem-owner") {
 		t.Errorf("inspect: exit %d, %q", code, out)

@@ -30,6 +30,14 @@ type holdingJSON struct {
 	Metadata  string    `json:"metadata"`
 }
 
+// freeJSON is the JSON form of a name nobody holds (inspect): the name and
+// key it was asked for, so that a script reading many answers knows which.
+type freeJSON struct {
+	Held bool   `json:"held"`
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
 func toJSON(h backend.Holder, keyPrefix string) holdingJSON {
 	return holdingJSON{
 		Held: true, Name: strings.TrimPrefix(h.Key, keyPrefix), Key: h.Key,

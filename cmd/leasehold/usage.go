@@ -15,11 +15,18 @@ const synopsis = `usage: leasehold COMMAND [flags] [NAME]
 Commands:
   list     [-prefix P]            live leases whose name starts with P, as a table (or -json)
   inspect  NAME                   who holds NAME: owner, token, time left, metadata ("free" if nobody)
-  release  -force [-yes] NAME     end NAME's lease by force: its holder is fenced (its next
+  release  -force [-yes] [-token T] NAME
+                                  end NAME's lease by force: its holder is fenced (its next
                                   renewal is rejected and it loses the lease with ReasonRejected;
-                                  its token is never issued again). Asks first unless -yes.
+                                  its token is never issued again). Asks first unless -yes;
+                                  with -token, only the holding with token T.
   watch    [-prefix P]            stream grants, releases and expiries until interrupted
                                   (SIGINT, SIGTERM) or for -for DURATION
+
+Flags of every command:
+  -json                print JSON instead of text
+  -timeout D           bound on connecting and on each store call (default 10s)
+  -key-prefix P        the Manager's leasehold.WithKeyPrefix: names are given and shown without it
 
 Store (exactly one; a flag wins over the environment, where exactly one of
 LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN, LEASEHOLD_SQLSERVER_DSN,

@@ -3,7 +3,7 @@
 // instruments through the Prometheus exporter and /healthz serves
 // Manager.HealthCheck.
 //
-//	go run ./examples/metrics -addr 127.0.0.1:9464 -duration 30s
+//	go -C examples run ./metrics -addr 127.0.0.1:9464 -duration 30s
 //	curl -s 127.0.0.1:9464/metrics | grep leasehold_
 //	curl -si 127.0.0.1:9464/healthz
 package main
@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -73,12 +74,14 @@ func run(addr string, duration time.Duration) error {
 		<-ctx.Done()
 		_ = srv.Shutdown(context.Background())
 	}()
-	log.Printf("serving http://%s/metrics and /healthz", addr)
+	log.Printf("serving http://%s/metrics and /healthz; try: curl -s http://%s/metrics | grep leasehold_", addr, addr)
 
 	var wg sync.WaitGroup
+	var runs atomic.Int64
 	for w := range 4 {
-		wg.Go(func() { work(ctx, m, w) })
+		wg.Go(func() { work(ctx, m, w, &runs) })
 	}
+	wg.Go(func() { report(ctx, m, &runs) })
 	err = srv.ListenAndServe()
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
@@ -87,8 +90,27 @@ func run(addr string, duration time.Duration) error {
 	return err
 }
 
-// work takes turns on three partitions until ctx ends.
-func work(ctx context.Context, m *leasehold.Manager, id int) {
+// report prints, every two seconds until ctx ends, how many runs the
+// workers did and the Manager's health: what the metrics count.
+func report(ctx context.Context, m *leasehold.Manager, runs *atomic.Int64) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			health := "ok"
+			if err := m.HealthCheck(); err != nil {
+				health = err.Error()
+			}
+			log.Printf("%d runs so far, %d leases held now; health: %s", runs.Load(), len(m.Held()), health)
+		}
+	}
+}
+
+// work takes turns on three partitions until ctx ends, counting its runs.
+func work(ctx context.Context, m *leasehold.Manager, id int, runs *atomic.Int64) {
 	for ctx.Err() == nil {
 		name := fmt.Sprint("partition-", rand.IntN(3))
 		err := m.Do(ctx, name, func(ctx context.Context) error {
@@ -96,6 +118,7 @@ func work(ctx context.Context, m *leasehold.Manager, id int) {
 			case <-time.After(time.Duration(50+rand.IntN(200)) * time.Millisecond):
 			case <-ctx.Done():
 			}
+			runs.Add(1)
 			return nil
 		}, leasehold.WithWait(time.Second), leasehold.WithTTL(3*time.Second))
 		if err != nil && !errors.Is(err, leasehold.ErrNotAcquired) && ctx.Err() == nil {

@@ -9,7 +9,7 @@
 // its partitions move at once, not at the TTL. Every partition's fencing
 // token grows as it changes hands.
 //
-//	go run ./examples/partition
+//	go -C examples run ./partition
 package main
 
 import (

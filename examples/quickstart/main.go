@@ -2,7 +2,7 @@
 // backend: acquire a lease, work under it, see a second owner turned away,
 // release it, and watch a lease get lost.
 //
-//	go run ./examples/quickstart
+//	go -C examples run ./quickstart
 package main
 
 import (

@@ -2,8 +2,8 @@
 // through Redis: each job is run by exactly one process at a time, and every
 // run prints its fencing token.
 //
-//	go run ./examples/redis-workers                 # 3 workers, 4 jobs, 5 seconds
-//	go run ./examples/redis-workers -workers 5 -for 10s -addr 127.0.0.1:6379
+//	go -C examples run ./redis-workers                 # 3 workers, 4 jobs, 5 seconds
+//	go -C examples run ./redis-workers -workers 5 -for 10s -addr 127.0.0.1:6379
 //
 // The program starts the worker processes itself (it runs its own executable
 // again with -worker). Each worker loops over the jobs, takes any job that is

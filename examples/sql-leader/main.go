@@ -4,7 +4,7 @@
 // token; the others wait, and one of them takes over at once when the leader
 // steps down (after -term) or stops, or by the TTL when it dies.
 //
-//	go run ./examples/sql-leader -term 5s
+//	go -C examples run ./sql-leader -term 5s
 //
 // Connection strings come from -postgres / -sqlserver or from
 // LEASEHOLD_POSTGRES_DSN / LEASEHOLD_SQLSERVER_DSN; they are never printed.
@@ -90,6 +90,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		_ = m.Close(cctx) // releases the lease at once if we lead
 	}()
 	fmt.Fprintf(out, "%s: campaigning for %q on %s\n", c.owner, c.job, where)
+	fmt.Fprintf(out, "%s: start more copies in other terminals: one leads, the others wait and take over when it steps down or stops\n", c.owner)
 
 	// One election.Run per term: ending a term's context resigns (the lease
 	// is released once the callback has returned, and a waiting process

@@ -8,7 +8,7 @@
 // fencing token. A worker that has had its turn steps aside for a moment, so
 // that the other one, already waiting, gets the next turn.
 //
-//	go run ./examples/worker
+//	go -C examples run ./worker
 package main
 
 import (

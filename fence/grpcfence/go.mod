@@ -3,7 +3,7 @@ module github.com/leasehold/leasehold/fence/grpcfence
 go 1.26.0
 
 require (
-	github.com/leasehold/leasehold v0.0.0
+	github.com/leasehold/leasehold v0.1.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0

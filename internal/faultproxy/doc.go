@@ -2,22 +2,20 @@
 // client and a server on loopback and lets a test cut, stall, slow down or
 // black-hole the link, or lose the replies of requests the server did act on.
 //
-// It is github.com/Shopify/toxiproxy/v2 used as a library: a toxiproxy proxy
-// with its own latency toxic. The faults toxiproxy has no toxic for, or none
-// that can be removed safely, are toxics of this package, plugged into the
-// same proxy:
+// Its faults act per connection and per direction, which is what the
+// backends' fault tests need and what general-purpose proxies do not all
+// offer:
 //
 //   - losing only a reply, and counting the replies lost (DropReplies);
 //   - cutting the connections open now while new ones go on working
-//     (CutAll: toxiproxy cuts connections only by disabling the proxy, which
-//     refuses new connections for a moment, and the tests' clients do not
-//     retry a refused dial);
+//     (CutAll: the tests' clients do not retry a refused dial, so the
+//     listener never stops);
 //   - stalling the connections open now while new ones work (StallExisting);
-//   - black-holing every connection (Blackhole): toxiproxy's timeout toxic
-//     does that, but once removed it leaves the toxic before it blocked for
-//     ever on the next chunk a client writes (a goroutine leak).
+//   - black-holing every connection (Blackhole), and ending the connections
+//     that carried the hole when it is lifted (bytes were lost on them);
+//   - holding every chunk for a while (SetDelay).
 //
-// It is shared by the backends' tests and the bench's chaos runs (hence
-// internal at the root of the repository), and it is a module of its own, so
-// that toxiproxy is no requirement of the library's module.
+// It uses the standard library only and is a package of the root module,
+// internal, so that the backends' tests and the bench share it without
+// putting a test tool in the module graph of a program that uses a backend.
 package faultproxy

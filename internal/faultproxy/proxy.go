@@ -1,98 +1,183 @@
 package faultproxy
 
 import (
-	"context"
 	"fmt"
-	"strings"
+	"net"
 	"sync"
 	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/Shopify/toxiproxy/v2/toxics"
-	"github.com/rs/zerolog"
 )
 
-// cutWait bounds how long CutAll waits for the connections it cut to close
-// (they close within microseconds; the bound only keeps a test from hanging
-// should toxiproxy ever keep one open).
+// cutWait bounds how long CutAll waits for the connections it cut to finish
+// (they do within microseconds; the bound only keeps a test from hanging).
 const cutWait = 5 * time.Second
+
+// chunk is the most a link reads at once before forwarding it.
+const chunk = 32 << 10
 
 // Proxy is a TCP proxy on a free loopback port, forwarding to one target.
 // Its methods are safe for concurrent use.
 type Proxy struct {
-	tp *toxiproxy.Proxy
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup // the accept loop and every link's pipes
 
-	mu        sync.Mutex // serialises the changes of toxics below
-	seq       int        // names the cut and stall toxics
-	drop      *dropReplyToxic
-	dropped   int64 // replies lost by earlier DropReplies(true)
+	mu        sync.Mutex // guards the fields below
+	links     map[*link]struct{}
+	drop      bool
+	dropped   int
 	blackhole bool
 	delay     time.Duration
 	closed    bool
 }
 
+// link is one client connection and its connection to the target.
+type link struct {
+	client, server net.Conn
+	once           sync.Once
+	closing        chan struct{} // closed by close
+	done           chan struct{} // closed once both pipes have returned
+
+	// Guarded by the Proxy's mu.
+	stalled bool // StallExisting hit it: it discards what it carries
+	holed   bool // it was open during a Blackhole: ended when it is lifted
+}
+
+// close ends both connections; it is idempotent.
+func (l *link) close() {
+	l.once.Do(func() {
+		close(l.closing)
+		l.client.Close()
+		l.server.Close()
+	})
+}
+
 // New starts a proxy to target (host:port) on 127.0.0.1.
 func New(target string) (*Proxy, error) {
-	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	tp := toxiproxy.NewProxy(server, "faultproxy", "127.0.0.1:0", target)
-	if err := tp.Start(); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		return nil, fmt.Errorf("faultproxy: listening for %s: %w", target, err)
 	}
-	return &Proxy{tp: tp}, nil
+	p := &Proxy{ln: ln, target: target, links: map[*link]struct{}{}}
+	p.wg.Go(p.accept)
+	return p, nil
 }
 
 // Addr is where clients connect (host:port).
-func (p *Proxy) Addr() string { return p.tp.Listen }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// add adds a toxic described by toxiproxy's JSON form.
-func (p *Proxy) add(format string, args ...any) (*toxics.ToxicWrapper, error) {
-	w, err := p.tp.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(format, args...)))
-	if err != nil {
-		return nil, fmt.Errorf("faultproxy: adding a toxic: %w", err)
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close() // the server is down: so is the link
+			continue
+		}
+		l := &link{client: c, server: s, closing: make(chan struct{}), done: make(chan struct{})}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			l.close()
+			return
+		}
+		l.holed = p.blackhole
+		p.links[l] = struct{}{}
+		p.mu.Unlock()
+
+		var pipes sync.WaitGroup
+		pipes.Go(func() { p.pipe(l, c, s, false) })
+		pipes.Go(func() { p.pipe(l, s, c, true) })
+		p.wg.Go(func() {
+			pipes.Wait()
+			p.mu.Lock()
+			delete(p.links, l)
+			p.mu.Unlock()
+			close(l.done)
+		})
 	}
-	return w, nil
 }
 
-// mustAdd is add for toxics whose description is this package's own: an
-// error is a bug here.
-func (p *Proxy) mustAdd(format string, args ...any) *toxics.ToxicWrapper {
-	w, err := p.add(format, args...)
-	if err != nil {
-		panic(err)
+// pipe forwards what src carries to dst, applying the faults in force to
+// each chunk, until either connection ends; then it ends the link.
+func (p *Proxy) pipe(l *link, src, dst net.Conn, reply bool) {
+	defer l.close()
+	buf := make([]byte, chunk)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.forward(l, dst, buf[:n], reply) {
+			return
+		}
+		if err != nil {
+			return
+		}
 	}
-	return w
 }
 
-func (p *Proxy) remove(name string) {
-	_ = p.tp.Toxics.RemoveToxic(context.Background(), name)
+// forward applies the faults in force to one chunk and writes what is left
+// of it to dst; false ends the link.
+func (p *Proxy) forward(l *link, dst net.Conn, b []byte, reply bool) bool {
+	p.mu.Lock()
+	swallow := l.stalled || p.blackhole
+	if p.blackhole {
+		l.holed = true
+	}
+	drop := reply && p.drop && !swallow
+	if drop {
+		p.dropped++
+	}
+	delay := p.delay
+	p.mu.Unlock()
+	switch {
+	case swallow:
+		return true
+	case drop:
+		return false // the server acted; the client never learns
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-l.closing:
+			t.Stop()
+			return false
+		}
+	}
+	_, err := dst.Write(b)
+	return err == nil
 }
 
 // CutAll closes every connection open now, both ends, and returns how many
 // client connections it cut once they are closed. New connections are
 // accepted and carried as before, during the cut too.
 func (p *Proxy) CutAll() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0
+	hit := p.open()
+	for _, l := range hit {
+		l.close()
 	}
-	p.seq++
-	name := fmt.Sprintf("cut-%d", p.seq)
-	// Downstream only: closing a connection's client end ends its upstream
-	// link as well, which closes the server end.
-	w := p.mustAdd(`{"name":%q,"type":%q,"stream":"downstream"}`, name, toxicCut)
-	hit := p.disarm(&w.Toxic.(*cutToxic).existing)
-	p.remove(name)
 	deadline := time.NewTimer(cutWait)
 	defer deadline.Stop()
-	for _, s := range hit {
+	for _, l := range hit {
 		select {
-		case <-s.done:
+		case <-l.done:
 		case <-deadline.C:
 			return len(hit)
 		}
 	}
 	return len(hit)
+}
+
+// open returns the links open now.
+func (p *Proxy) open() []*link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		out = append(out, l)
+	}
+	return out
 }
 
 // StallExisting makes every connection open now silently discard whatever it
@@ -102,22 +187,9 @@ func (p *Proxy) CutAll() int {
 func (p *Proxy) StallExisting() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return
+	for l := range p.links {
+		l.stalled = true
 	}
-	p.seq++
-	for _, stream := range []string{"upstream", "downstream"} {
-		w := p.mustAdd(`{"name":"stall-%d-%s","type":%q,"stream":%q}`, p.seq, stream, toxicStall, stream)
-		p.disarm(&w.Toxic.(*stallToxic).existing)
-	}
-}
-
-// disarm lets the links started from now on through e, under the lock
-// toxiproxy holds while it starts a link, and returns the links e hit.
-func (p *Proxy) disarm(e *existing) []*linkState {
-	p.tp.Toxics.Lock()
-	defer p.tp.Toxics.Unlock()
-	return e.disarm()
 }
 
 // DropReplies makes the proxy forward requests to the server but, on the
@@ -127,28 +199,14 @@ func (p *Proxy) disarm(e *existing) []*linkState {
 func (p *Proxy) DropReplies(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || on == (p.drop != nil) {
-		return
-	}
-	if on {
-		w := p.mustAdd(`{"name":"drop-reply","type":%q,"stream":"downstream"}`, toxicDropReply)
-		p.drop = w.Toxic.(*dropReplyToxic)
-		return
-	}
-	p.remove("drop-reply")
-	p.dropped += p.drop.dropped.Load()
-	p.drop = nil
+	p.drop = on
 }
 
 // RepliesDropped counts the replies DropReplies has swallowed.
 func (p *Proxy) RepliesDropped() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.dropped
-	if p.drop != nil {
-		n += p.drop.dropped.Load()
-	}
-	return int(n)
+	return p.dropped
 }
 
 // Blackhole makes the proxy read and discard everything in both directions,
@@ -158,50 +216,45 @@ func (p *Proxy) RepliesDropped() int {
 // they are out of step anyway).
 func (p *Proxy) Blackhole(on bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed || on == p.blackhole {
+		p.mu.Unlock()
 		return
 	}
 	p.blackhole = on
-	for _, stream := range []string{"upstream", "downstream"} {
-		name := "blackhole-" + stream
+	var ended []*link
+	for l := range p.links {
 		if on {
-			p.mustAdd(`{"name":%q,"type":%q,"stream":%q}`, name, toxicBlackhole, stream)
-		} else {
-			p.remove(name)
+			l.holed = true
+		} else if l.holed {
+			ended = append(ended, l)
 		}
+	}
+	p.mu.Unlock()
+	for _, l := range ended {
+		l.close()
 	}
 }
 
-// SetDelay holds every chunk, in both directions, for d before forwarding it
-// (toxiproxy's latency toxic, whose unit is the millisecond: d is rounded up
-// to one): a slow server or link. SetDelay(0) ends it.
+// SetDelay holds every chunk, in both directions, for d before forwarding it:
+// a slow server or link. SetDelay(0) ends it.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || d == p.delay {
-		return
-	}
-	for _, stream := range []string{"upstream", "downstream"} {
-		name := "delay-" + stream
-		if p.delay > 0 {
-			p.remove(name)
-		}
-		if d > 0 {
-			p.mustAdd(`{"name":%q,"type":"latency","stream":%q,"attributes":{"latency":%d}}`, name, stream, (d + time.Millisecond - 1).Milliseconds())
-		}
-	}
 	p.delay = d
 }
 
-// Close stops accepting and closes every connection. It is idempotent. The
-// goroutines that carried the connections end as their connections' reads
-// fail, shortly after it returns.
+// Close stops accepting, closes every connection and waits for the
+// goroutines that carried them. It is idempotent.
 func (p *Proxy) Close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.closed = true
-		p.tp.Stop()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if !already {
+		p.ln.Close()
 	}
+	for _, l := range p.open() {
+		l.close()
+	}
+	p.wg.Wait()
 }

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/leasehold/leasehold v0.0.0
-	github.com/leasehold/leasehold/backend/postgres v0.0.0
-	github.com/leasehold/leasehold/backend/redis v0.0.0
+	github.com/leasehold/leasehold v0.1.0
+	github.com/leasehold/leasehold/backend/postgres v0.1.0
+	github.com/leasehold/leasehold/backend/redis v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel/sdk/metric v1.21.0
 	go.uber.org/goleak v1.3.0
@@ -51,5 +51,4 @@ replace (
 	github.com/leasehold/leasehold => ../..
 	github.com/leasehold/leasehold/backend/postgres => ../../backend/postgres
 	github.com/leasehold/leasehold/backend/redis => ../../backend/redis
-	github.com/leasehold/leasehold/internal/faultproxy => ../faultproxy
 )

@@ -225,4 +225,3 @@ func TestFrozenHolderChild(t *testing.T) {
 		}
 	}
 }
-

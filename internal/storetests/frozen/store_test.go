@@ -99,7 +99,9 @@ type postgresStore struct {
 	data   string
 }
 
-func (s *postgresStore) backend(t *testing.T) backend.Backend { return localstore.Postgres(t, s.schema) }
+func (s *postgresStore) backend(t *testing.T) backend.Backend {
+	return localstore.Postgres(t, s.schema)
+}
 
 func (s *postgresStore) guarded(ctx context.Context, token uint64, value string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

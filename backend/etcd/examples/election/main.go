@@ -7,7 +7,7 @@
 // campaign watches); kill it (kill -9) and another takes over when its etcd
 // lease ends, TTL seconds later.
 //
-//	go run ./examples/election -endpoints 127.0.0.1:2379 -ttl 5s
+//	go -C backend/etcd run ./examples/election -endpoints 127.0.0.1:2379 -ttl 5s
 //
 // Endpoints come from -endpoints or LEASEHOLD_ETCD_ENDPOINTS (comma
 // separated); give every member, so that the client fails over.

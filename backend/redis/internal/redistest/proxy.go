@@ -10,7 +10,7 @@ import (
 // which the test controls: cut every connection, lose the replies of the
 // requests that do get through (an ambiguous outcome for the client),
 // black-hole the link, stall the connections open now, or slow it down. It
-// is a faultproxy.Proxy (toxiproxy used as a library) bound to a test.
+// is a faultproxy.Proxy bound to a test.
 type Proxy struct {
 	*faultproxy.Proxy
 }
