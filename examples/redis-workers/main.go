@@ -8,9 +8,9 @@
 // The program starts the worker processes itself (it runs its own executable
 // again with -worker). Each worker loops over the jobs, takes any job that is
 // free, "works" on it for a moment while holding the lease, and releases it.
-// Every run also records its token in Redis with a fenced write that refuses
-// a token lower than the last one seen, the way a protected resource would
-// use the token to turn away a stale holder.
+// Every run writes its result through the job's fence (backend/redis's
+// Fenced), which refuses a token lower than the last one written: the way a
+// protected resource turns away a stale holder.
 package main
 
 import (
@@ -78,14 +78,6 @@ func runParent(ctx context.Context, addr string, workers, jobs int, dur time.Dur
 	return errors.Join(errs...)
 }
 
-// fenced stores the token of the latest run of a job and refuses an older
-// one: what a resource guarded by the lease would do with the token.
-var fenced = goredis.NewScript(`
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) <= last then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-return 1`)
-
 func runWorker(ctx context.Context, addr string, id, jobs int, dur time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
@@ -127,14 +119,18 @@ func runWorker(ctx context.Context, addr string, id, jobs int, dur time.Duration
 }
 
 // work runs one job while the lease is held; ctx ends if the lease is lost.
+// Its result goes to Redis through the job's fence, which refuses a token
+// lower than the last one written: the write of a holder that lost the job
+// while paused is turned away, whenever it comes.
 func work(ctx context.Context, client *goredis.Client, id int, job string, token uint64) error {
-	ok, err := fenced.Run(ctx, client, []string{"leasehold-example:fence:" + job}, token).Int()
-	if err != nil {
-		return err
-	}
+	err := lhredis.Fenced(client, job).Set(ctx, token, "leasehold-example:result:"+job,
+		fmt.Sprintf("run by worker %d", id), 0)
 	verdict := "accepted"
-	if ok == 0 {
-		verdict = "REJECTED (stale token)"
+	switch {
+	case errors.Is(err, leasehold.ErrStaleToken):
+		verdict = "REJECTED (" + err.Error() + ")"
+	case err != nil:
+		return err
 	}
 	fmt.Printf("worker %d runs %s with token %d: write %s\n", id, job, token, verdict)
 	select { // the work itself
