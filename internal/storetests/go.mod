@@ -3,6 +3,7 @@ module github.com/leasehold/leasehold/internal/storetests
 go 1.26.0
 
 require (
+	github.com/go-sql-driver/mysql v1.9.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasehold/leasehold v0.1.0
 	github.com/leasehold/leasehold/backend/postgres v0.1.0
@@ -11,6 +12,8 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.21.0
 	go.uber.org/goleak v1.3.0
 )
+
+require filippo.io/edwards25519 v1.1.0 // indirect
 
 require (
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
@@ -25,6 +28,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/leasehold/leasehold/backend/mysql v0.1.0
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.4 // indirect
@@ -52,3 +56,5 @@ replace (
 	github.com/leasehold/leasehold/backend/postgres => ../../backend/postgres
 	github.com/leasehold/leasehold/backend/redis => ../../backend/redis
 )
+
+replace github.com/leasehold/leasehold/backend/mysql => ../../backend/mysql

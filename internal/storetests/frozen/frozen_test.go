@@ -38,7 +38,7 @@ func TestFrozenHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	for _, kind := range []string{"redis", "postgres"} {
+	for _, kind := range []string{"redis", "postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Run("Guarded", func(t *testing.T) { runFrozen(t, kind, true) })
 			t.Run("Unguarded", func(t *testing.T) { runFrozen(t, kind, false) })

@@ -2,6 +2,7 @@ package frozen_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/mysql"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/internal/storetests/localstore"
@@ -57,6 +59,23 @@ func newStore(t *testing.T, kind, name string, setup bool) store {
 				t.Fatal(err)
 			}
 			if _, err := pool.Exec(ctx, "CREATE TABLE "+s.data+" (resource text PRIMARY KEY, value text NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	case "mysql":
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		db := localstore.MySQLDB(t)
+		s := &mysqlStore{db: db, schema: name, table: mysql.FenceTable{Schema: name, Table: "fences"},
+			data: "`" + name + "`.`data`"}
+		if setup {
+			_ = localstore.MySQL(t, name) // creates the database
+			t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE `" + name + "`") })
+			if err := mysql.EnsureFenceSchema(ctx, db, name, "fences"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, "CREATE TABLE "+s.data+" (resource VARBINARY(64) PRIMARY KEY, value VARCHAR(200) NOT NULL) ENGINE=InnoDB"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -125,6 +144,56 @@ func (s *postgresStore) read(ctx context.Context) (string, error) {
 	var v string
 	err := s.pool.QueryRow(ctx, "SELECT value FROM "+s.data+" WHERE resource = 'job'").Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+// mysqlStore writes a row of the data table of its database, guarded by
+// mysql.Fence in the same transaction.
+type mysqlStore struct {
+	db     *sql.DB
+	schema string
+	table  mysql.FenceTable
+	data   string
+}
+
+func (s *mysqlStore) backend(t *testing.T) backend.Backend { return localstore.MySQL(t, s.schema) }
+
+func (s *mysqlStore) guarded(ctx context.Context, token uint64, value string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.table.Fence(ctx, tx, "job", token); err != nil {
+			return err
+		}
+		return s.write(ctx, tx, value)
+	})
+}
+
+func (s *mysqlStore) unguarded(ctx context.Context, value string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return s.write(ctx, tx, value) })
+}
+
+func (s *mysqlStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *mysqlStore) write(ctx context.Context, tx *sql.Tx, value string) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+s.data+" VALUES ('job', ?) ON DUPLICATE KEY UPDATE value = VALUES(value)", value)
+	return err
+}
+
+func (s *mysqlStore) read(ctx context.Context) (string, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, "SELECT value FROM "+s.data+" WHERE resource = 'job'").Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
 	return v, err

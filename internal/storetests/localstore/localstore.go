@@ -1,19 +1,23 @@
-// Package localstore gives tests a backend on the machine's own Redis or
-// PostgreSQL (LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN, or their default
-// addresses), closed when the test ends. Without the service a test skips,
+// Package localstore gives tests a backend on the machine's own Redis,
+// PostgreSQL or MariaDB/MySQL (LEASEHOLD_REDIS_ADDR, LEASEHOLD_POSTGRES_DSN,
+// LEASEHOLD_MYSQL_DSN, or their default addresses), closed when the test
+// ends. Without the service a test skips,
 // or fails when LEASEHOLD_REQUIRE_SERVICES is 1 (as under make test).
 package localstore
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql" // the "mysql" database/sql driver
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/backend/mysql"
 	"github.com/leasehold/leasehold/backend/postgres"
 	"github.com/leasehold/leasehold/backend/redis"
 )
@@ -73,6 +77,49 @@ func Postgres(t testing.TB, schema string) backend.Backend {
 		t.Fatal(err)
 	}
 	b, err := postgres.New(pool, postgres.WithTable(schema, "leases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// MySQLDSN is the local MariaDB's (or MySQL's) DSN.
+func MySQLDSN() string {
+	if dsn := os.Getenv("LEASEHOLD_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// MySQLDB opens the local MariaDB/MySQL, closed when the test ends.
+func MySQLDB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", MySQLDSN())
+	if err != nil {
+		t.Fatalf("LEASEHOLD_MYSQL_DSN: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		missing(t, "no MySQL/MariaDB (LEASEHOLD_MYSQL_DSN)", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// MySQL is a backend on the local MariaDB/MySQL, on table leases of schema
+// (a database of its own).
+func MySQL(t testing.TB, schema string) backend.Backend {
+	t.Helper()
+	db := MySQLDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := mysql.EnsureSchema(ctx, db, schema, "leases"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := mysql.New(db, mysql.WithTable(schema, "leases"))
 	if err != nil {
 		t.Fatal(err)
 	}
