@@ -110,7 +110,7 @@ func MySQLDB(t testing.TB) *sql.DB {
 }
 
 // MySQL is a backend on the local MariaDB/MySQL, on table leases of schema
-// (a database of its own).
+// (a database of its own), which it creates.
 func MySQL(t testing.TB, schema string) backend.Backend {
 	t.Helper()
 	db := MySQLDB(t)
@@ -119,6 +119,18 @@ func MySQL(t testing.TB, schema string) backend.Backend {
 	if err := mysql.EnsureSchema(ctx, db, schema, "leases"); err != nil {
 		t.Fatal(err)
 	}
+	return mysqlOn(t, db, schema)
+}
+
+// MySQLOn is a backend on the table leases of schema, which another process
+// of the test has created (MySQL).
+func MySQLOn(t testing.TB, schema string) backend.Backend {
+	t.Helper()
+	return mysqlOn(t, MySQLDB(t), schema)
+}
+
+func mysqlOn(t testing.TB, db *sql.DB, schema string) backend.Backend {
+	t.Helper()
 	b, err := mysql.New(db, mysql.WithTable(schema, "leases"))
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/backend/redis"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/storetests/localstore"
@@ -62,6 +63,9 @@ type mode struct {
 	pickup time.Duration // the children's pickup window (wait only)
 	// takeover: the survivors must hold all slots at once after the kill.
 	takeover bool
+	// store is where the slots are held: "" for the local Redis, "mysql"
+	// for the local MariaDB, in the database schema (set by the run).
+	store, schema string
 }
 
 var (
@@ -71,10 +75,12 @@ var (
 	// (its largest, a quarter of it) wide enough, that a loaded machine
 	// still picks its hand-offs up and renews them in time.
 	queued = mode{name: "queued", wait: true, ttl: 4 * time.Second, pickup: time.Second, takeover: true}
+	// single on MariaDB.
+	singleMySQL = mode{name: "single-mysql", ttl: ttl, takeover: true, store: "mysql"}
 )
 
 func modeNamed(name string) (mode, bool) {
-	for _, m := range []mode{single, queued} {
+	for _, m := range []mode{single, queued, singleMySQL} {
 		if m.name == name {
 			return m, true
 		}
@@ -93,6 +99,8 @@ const (
 	childAddr = "LEASEHOLD_SEMAPHORE_CHILD_REDIS"
 	childProc = "LEASEHOLD_SEMAPHORE_CHILD_PROC"
 	childMode = "LEASEHOLD_SEMAPHORE_CHILD_MODE"
+	// childSchema is the MariaDB database of a run on MySQL.
+	childSchema = "LEASEHOLD_SEMAPHORE_CHILD_SCHEMA"
 )
 
 // owner is the Manager owner of process proc.
@@ -137,6 +145,10 @@ func (h holding) end() int64 {
 // checker knows it after the kill.
 func TestSemaphoreAcrossKilledProcess(t *testing.T) { runKilled(t, single) }
 
+// The same workload and checks on MariaDB (or MySQL): the children hold
+// their slots in its tables.
+func TestSemaphoreAcrossKilledProcessMySQL(t *testing.T) { runKilled(t, singleMySQL) }
+
 // The same workload and checks, but every Acquire waits: the workers stand
 // in the store's queue and are granted by the hand-offs of the releases, of
 // their own process and of the others. The victim is killed while it holds
@@ -159,8 +171,15 @@ func runKilled(t *testing.T, md mode) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	_ = localstore.Redis(t) // skips, or fails, without the local Redis
 	name := fmt.Sprintf("semaphore-%s-%d", md.name, time.Now().UnixNano())
+	if md.store == "mysql" {
+		// The database of the children's tables, created here once.
+		md.schema = fmt.Sprintf("lh_semaphore_%d", time.Now().UnixNano())
+		_ = localstore.MySQL(t, md.schema) // skips, or fails, without the local MariaDB
+		t.Cleanup(func() { _, _ = localstore.MySQLDB(t).Exec("DROP DATABASE `" + md.schema + "`") })
+	} else {
+		_ = localstore.Redis(t) // skips, or fails, without the local Redis
+	}
 	r := &records{changed: make(chan struct{}, 1), holdings: map[key]*holding{}}
 	var rc *goredis.Client
 	var stream *handOffStream
@@ -698,7 +717,8 @@ type kid struct {
 
 func startChild(t *testing.T, r *records, name string, proc int, md mode) *kid {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSemaphoreChild$", "-test.v")
-	cmd.Env = append(os.Environ(), childName+"="+name, childAddr+"="+localstore.RedisAddr(), childProc+"="+strconv.Itoa(proc), childMode+"="+md.name)
+	cmd.Env = append(os.Environ(), childName+"="+name, childAddr+"="+localstore.RedisAddr(), childProc+"="+strconv.Itoa(proc),
+		childMode+"="+md.name, childSchema+"="+md.schema)
 	stdin, err := cmd.StdinPipe() // the child stops when it closes
 	if err != nil {
 		t.Fatal(err)
@@ -749,13 +769,19 @@ func TestSemaphoreChild(t *testing.T) {
 	if !ok {
 		t.Fatalf("unknown mode %q", os.Getenv(childMode))
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: os.Getenv(childAddr), ContextTimeoutEnabled: true})
-	defer c.Close()
-	b, err := redis.New(c)
-	if err != nil {
-		t.Fatal(err)
+	var b backend.Backend
+	if md.store == "mysql" {
+		b = localstore.MySQLOn(t, os.Getenv(childSchema))
+	} else {
+		c := goredis.NewClient(&goredis.Options{Addr: os.Getenv(childAddr), ContextTimeoutEnabled: true})
+		defer c.Close()
+		rb, err := redis.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rb.Close()
+		b = rb
 	}
-	defer b.Close()
 	proc, err := strconv.Atoi(os.Getenv(childProc))
 	if err != nil {
 		t.Fatal(err)
