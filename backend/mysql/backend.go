@@ -101,8 +101,9 @@ func (b *Backend) checkServerOnce(ctx context.Context) error {
 }
 
 // Acquire grants r.Key when it has a free slot (backend/limit.go), or
-// refreshes the live holding r.Attempt made, in one transaction under the
-// name's lock (step), keeping the name's waiter queue (backend/queue.go).
+// refreshes the live holding r.Attempt made, keeping the name's waiter
+// queue (backend/queue.go): one CALL of the acquire procedure (procs.go),
+// whose transaction takes the name's lock and commits before it answers.
 func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -116,15 +117,30 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 		if err := b.checkServerOnce(ctx); err != nil {
 			return err
 		}
-		var granted *hold
-		s, err := b.step(ctx, r.Key, func(s *keyState) { g, granted = s.acquire(r) })
+		var (
+			kind, heldLimit int
+			token           uint64
+			expires, now    int64
+			holder          string
+			queued          bool
+		)
+		err := b.db.QueryRowContext(ctx, b.q.acquire, r.Key, r.Owner, r.Attempt, r.Metadata, max(r.Limit, 1), micros(r.TTL),
+			r.Wait, micros(r.Queue.EntryTTL), r.Queue.Poll, r.Queue.Notify, micros(r.Queue.Pickup), backend.MaxQueueEntries,
+		).Scan(&kind, &token, &expires, &holder, &heldLimit, &queued, &now)
 		if err != nil {
 			return err
 		}
-		if granted != nil {
-			g = backend.Grant{Acquired: true, Token: granted.token, ExpiresAt: toTime(granted.expires)}
+		switch kind {
+		case 1:
+			g = backend.Grant{Acquired: true, Token: token, ExpiresAt: toTime(expires)}
+		case 2:
+			g = backend.Grant{Holder: holder, HolderToken: token, HolderExpiresAt: toTime(expires),
+				HolderExpiresIn: until(expires, now), HeldLimit: heldLimit, Queued: queued}
+		case 3: // the heads' turn: no holder named
+			g = backend.Grant{HolderExpiresAt: toTime(expires), HolderExpiresIn: until(expires, now), Queued: queued}
+		default:
+			return fmt.Errorf("the acquire procedure answered an unknown kind %d", kind)
 		}
-		b.logHandOffs(ctx, s)
 		return nil
 	})
 	if err != nil {
@@ -134,7 +150,9 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 }
 
 // Renew extends the live holding named by r in one UPDATE (renewals never
-// take the name's lock: see step), then reads its new expiry.
+// take the name's lock: a procedure deletes a holding for having expired
+// only when its latest committed expiry has passed), then reads its new
+// expiry.
 func (b *Backend) Renew(ctx context.Context, r backend.RenewRequest) (backend.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return backend.Grant{}, err
@@ -175,17 +193,19 @@ func (b *Backend) RenewBatch(ctx context.Context, rs []backend.RenewRequest) ([]
 }
 
 // Release ends the holding named by r and hands a live one on to the head
-// of the queue, or removes the attempt's own queue entry.
+// of the queue, or removes the attempt's own queue entry: one CALL of the
+// release procedure.
 func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
 	err := b.retry(ctx, "release", []string{r.Key}, func(ctx context.Context) error {
-		s, err := b.step(ctx, r.Key, func(s *keyState) { s.release(r) })
-		if err == nil {
-			b.logHandOffs(ctx, s)
+		var handed uint64
+		if err := b.db.QueryRowContext(ctx, b.q.release, r.Key, r.Owner, r.Attempt, r.Token).Scan(&handed); err != nil {
+			return err
 		}
-		return err
+		b.logHandOff(ctx, r.Key, handed)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("mysql: release %q: %w", r.Key, err)
@@ -194,31 +214,39 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 }
 
 // Revoke ends the live holding of key of token (0: the one that ends first)
-// and hands it on as a release does. It is run again only after failures
-// that certainly rolled it back, so its answer is about this call alone.
+// and hands it on as a release does: one CALL of the revoke procedure. It
+// is run again only after failures that certainly rolled it back, so its
+// answer is about this call alone.
 func (b *Backend) Revoke(ctx context.Context, key string, token uint64) (backend.Holder, bool, error) {
 	if err := backend.CheckText("key", key); err != nil {
 		return backend.Holder{}, false, err
 	}
-	var (
-		h       backend.Holder
-		removed bool
-	)
+	var h backend.Holder
 	err := b.retryWhen(ctx, "revoke", []string{key}, isRolledBack, func(ctx context.Context) error {
-		s, err := b.step(ctx, key, func(s *keyState) { h, removed = s.revoke(token) })
-		if err == nil {
-			b.logHandOffs(ctx, s)
+		var (
+			expires, now int64
+			handed       uint64
+		)
+		h = backend.Holder{Key: key}
+		if err := b.db.QueryRowContext(ctx, b.q.revoke, key, token).Scan(&h.Token, &h.Owner, &h.Metadata, &h.Limit, &expires, &now, &handed); err != nil {
+			return err
 		}
-		return err
+		h.ExpiresAt, h.ExpiresIn = toTime(expires), until(expires, now)
+		b.logHandOff(ctx, key, handed)
+		return nil
 	})
 	if err != nil {
 		return backend.Holder{}, false, fmt.Errorf("mysql: revoke %q: %w", key, err)
 	}
-	return h, removed, nil
+	if h.Token == 0 {
+		return backend.Holder{}, false, nil
+	}
+	return h, true, nil
 }
 
-func (b *Backend) logHandOffs(ctx context.Context, s *keyState) {
-	for _, h := range s.handedTo {
-		b.log.DebugContext(ctx, "handed on", "key", s.key, "owner", h.owner, "token", h.token)
+// logHandOff logs the holding a release or revoke handed on (token 0: none).
+func (b *Backend) logHandOff(ctx context.Context, key string, token uint64) {
+	if token != 0 {
+		b.log.DebugContext(ctx, "handed on", "key", key, "token", token)
 	}
 }

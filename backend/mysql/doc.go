@@ -11,10 +11,12 @@
 // VARBINARY, so names compare byte for byte: "s", "s " and "S" are three
 // names. Create them with EnsureSchema or deploy CreateScript's output.
 //
-// Acquire, Release and Revoke are each one READ COMMITTED transaction: lock
-// the name's row (INSERT ... ON DUPLICATE KEY UPDATE), read the clock
-// (UTC_TIMESTAMP(6)), the name's holdings and its queue in one statement,
-// apply the rules in Go, write the changes, commit. Renew is one UPDATE that
+// Acquire, Release and Revoke are each one CALL of a stored procedure beside
+// the tables (<table>_acq, _rel, _rev; the sweep's is _swp), which runs one
+// READ COMMITTED transaction: lock the name's row (INSERT ... ON DUPLICATE
+// KEY UPDATE), read the clock (UTC_TIMESTAMP(6)), apply the rules to the
+// name's holdings and queue, commit, answer. No name's lock is thus held
+// while the server waits for the client. Renew is one UPDATE that
 // moves a live holding's expiry. Transient errors (deadlock 1213, lock wait
 // timeout 1205, a lost connection) run the whole call again; every call is
 // idempotent for its attempt, except Revoke, which runs again only when the

@@ -91,6 +91,9 @@ func newEnv(t testing.TB) *testEnv {
 		for _, tb := range []string{n.leases, n.holds, n.queue} {
 			_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+tb)
 		}
+		for _, p := range procedureNames(n) {
+			_, _ = db.ExecContext(ctx, "DROP PROCEDURE IF EXISTS `"+n.schema+"`.`"+p+"`")
+		}
 	})
 	return e
 }

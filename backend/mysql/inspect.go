@@ -89,8 +89,7 @@ func (b *Backend) read(ctx context.Context, query string, withName bool, args ..
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		s := keyState{now: now}
-		h.ExpiresAt, h.ExpiresIn = toTime(expires), s.in(expires)
+		h.ExpiresAt, h.ExpiresIn = toTime(expires), until(expires, now)
 		hs = append(hs, h)
 	}
 	return hs, rows.Err()

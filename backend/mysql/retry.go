@@ -20,18 +20,6 @@ import (
 // 1927 (MariaDB: connection killed) and 2013 (lost connection during query).
 var transientErrors = []uint16{1213, 1205, 1927, 2013}
 
-// errConflict says that a row changed between the read and the write of one
-// transaction (a renewal committed meanwhile): the transaction is rolled
-// back and run again.
-var errConflict = errors.New("mysql: a holding changed under the transaction")
-
-// commitError marks a failure of COMMIT itself: the transaction may or may
-// not have been applied.
-type commitError struct{ err error }
-
-func (e *commitError) Error() string { return "mysql: commit: " + e.err.Error() }
-func (e *commitError) Unwrap() error { return e.err }
-
 // isTransient reports whether err is worth running the whole transaction
 // again. Every transaction of this package is idempotent for its attempt
 // (an acquire repeated after a lost answer refreshes the same holding and
@@ -51,21 +39,24 @@ func isTransient(err error) bool {
 		return false
 	}
 	var ne net.Error
-	return errors.Is(err, errConflict) ||
-		errors.Is(err, driver.ErrBadConn) ||
+	return errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, mysqldrv.ErrInvalidConn) ||
 		errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// isRolledBack reports whether err says for certain that the transaction
-// changed nothing: it failed before its COMMIT was sent, and a transaction
-// that is not committed is rolled back (by the backend, or by the server
-// when the connection is gone).
+// isRolledBack reports whether err says for certain that the call changed
+// nothing: the server answered a transient error, which the procedure's
+// handler met by rolling its transaction back (a deadlock or a lock wait
+// timeout), or the driver found the connection broken before it sent the
+// call. A connection lost during a CALL leaves its outcome unknown.
 func isRolledBack(err error) bool {
-	var ce *commitError
-	return !errors.As(err, &ce) && isTransient(err)
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	return errors.Is(err, driver.ErrBadConn)
 }
 
 // retryPolicy is a capped exponential backoff with jitter.

@@ -6,15 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
 )
 
-// schemaVersion is the version of the tables this package makes, kept in the
-// lease table's comment ("leasehold schema 1"): EnsureSchema and the shape
-// check refuse a table of another version, so that a later version can
-// upgrade its tables knowingly.
-const schemaVersion = 1
+// schemaVersion is the version of the tables and procedures this package
+// makes, kept in each table's comment ("leasehold schema 2"): EnsureSchema
+// upgrades tables of version 1 (whose calls ran in Go, without procedures)
+// and refuses any other version, so that a later version can upgrade its
+// tables knowingly.
+const schemaVersion = 2
 
-const versionComment = "leasehold schema 1"
+const (
+	versionComment  = "leasehold schema 2"
+	version1Comment = "leasehold schema 1"
+)
 
 // ErrSchemaMismatch is returned (wrapped) by EnsureSchema when a table of
 // the lease table's names exists but is not what this backend needs (another
@@ -125,8 +131,10 @@ func ddl(n names) []string {
 }
 
 // CreateScript returns the DDL that EnsureSchema runs, as a script for the
-// mysql client, for people who deploy schema changes out of band. It is
-// idempotent. For names that ValidateTable rejects it returns a script that
+// mysql client (its DELIMITER lines delimit the procedures), for people who
+// deploy schema changes out of band. It is idempotent, and upgrades tables
+// of schema version 1 as EnsureSchema does; it replaces the procedures
+// (DROP, then CREATE), so calls made in between fail and are retried. For names that ValidateTable rejects it returns a script that
 // fails with that error instead of creating anything.
 func CreateScript(schema, table string) string {
 	n, err := newNames(schema, table)
@@ -140,6 +148,18 @@ func CreateScript(schema, table string) string {
 		b.WriteString(s)
 		b.WriteString(";\n")
 	}
+	// The procedures are replaced, so that the script also upgrades the
+	// procedures of an earlier run; calls fail (and are retried) while one
+	// is missing.
+	b.WriteString("DELIMITER //\n")
+	procs := procedures(n)
+	for _, name := range procedureNames(n) {
+		fmt.Fprintf(&b, "DROP PROCEDURE IF EXISTS `%s`.`%s` //\n%s //\n", n.schema, name, procs[name])
+	}
+	b.WriteString("DELIMITER ;\n")
+	for _, t := range []string{n.leases, n.holds, n.queue} {
+		fmt.Fprintf(&b, "ALTER TABLE %s COMMENT = '%s';\n", t, versionComment)
+	}
 	return b.String()
 }
 
@@ -149,8 +169,11 @@ func CreateScript(schema, table string) string {
 // server that could lose acknowledged commits (ErrNotDurable) or that does
 // not keep AUTO_INCREMENT counters across restarts (ErrServerVersion),
 // touching nothing. It is idempotent and safe when several instances run it
-// at once (CREATE ... IF NOT EXISTS). It needs CREATE on the database; the
-// backend itself needs only SELECT, INSERT, UPDATE and DELETE on the tables.
+// at once (CREATE ... IF NOT EXISTS). It upgrades tables of schema version
+// 1 (see upgrade). It needs CREATE, ALTER and CREATE ROUTINE on the
+// database; the backend itself needs SELECT, INSERT, UPDATE and DELETE on
+// the tables and EXECUTE on the procedures (which run with the caller's
+// privileges).
 func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 	if db == nil {
 		return errors.New("mysql: EnsureSchema: nil *sql.DB")
@@ -167,7 +190,76 @@ func EnsureSchema(ctx context.Context, db *sql.DB, schema, table string) error {
 			return fmt.Errorf("mysql: EnsureSchema %s: %w", n, err)
 		}
 	}
+	if err := upgrade(ctx, db, n); err != nil {
+		return err
+	}
 	return checkShape(ctx, db, n)
+}
+
+// upgrade brings tables of version 1 to version 2: it creates the
+// procedures, then sets each table's comment to the new version. Each step
+// is idempotent, so instances running it at once, or a run cut short, end
+// in the same tables; tables of another version are left to checkShape to
+// refuse. Backends of version 1 keep working on upgraded tables meanwhile:
+// they lock a name's row as the procedures do.
+func upgrade(ctx context.Context, db *sql.DB, n names) error {
+	comments, err := tableComments(ctx, db, n)
+	if err != nil {
+		return err
+	}
+	for _, c := range comments {
+		if c != versionComment && c != version1Comment {
+			return nil // not ours to upgrade: checkShape says why
+		}
+	}
+	if err := checkColumns(ctx, db, n); err != nil {
+		return err
+	}
+	procs := procedures(n)
+	for _, name := range procedureNames(n) {
+		var found int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.ROUTINES
+WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'`, n.schema, name).Scan(&found); err != nil {
+			return fmt.Errorf("mysql: EnsureSchema %s: %w", n, err)
+		}
+		if found > 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, procs[name]); err != nil && !isAlreadyExists(err) {
+			return fmt.Errorf("mysql: EnsureSchema %s: creating procedure %s: %w", n, name, err)
+		}
+	}
+	for i, t := range []string{n.leases, n.holds, n.queue} {
+		if comments[i] == versionComment {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, "ALTER TABLE "+t+" COMMENT = '"+versionComment+"'"); err != nil {
+			return fmt.Errorf("mysql: EnsureSchema %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// isAlreadyExists reports a CREATE PROCEDURE that another instance ran
+// first (ER_SP_ALREADY_EXISTS).
+func isAlreadyExists(err error) bool {
+	var me *mysqldrv.MySQLError
+	return errors.As(err, &me) && me.Number == 1304
+}
+
+// tableComments reads the comments of n's three tables.
+func tableComments(ctx context.Context, db *sql.DB, n names) ([3]string, error) {
+	var out [3]string
+	for i, t := range []string{n.table, n.table + holdsSuffix, n.table + queueSuffix} {
+		var c sql.NullString
+		err := db.QueryRowContext(ctx, `SELECT TABLE_COMMENT FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, n.schema, t).Scan(&c)
+		if err != nil {
+			return out, fmt.Errorf("mysql: checking table %s.%s: %w", n.schema, t, err)
+		}
+		out[i] = c.String
+	}
+	return out, nil
 }
 
 // column is what checkShape requires of one column.
@@ -184,8 +276,33 @@ var (
 
 // checkShape returns ErrSchemaMismatch when a table lacks a column of the
 // type this backend needs, is not InnoDB (whose row locks and durable
-// AUTO_INCREMENT the backend relies on), or carries another schema version.
+// AUTO_INCREMENT the backend relies on), or carries another schema version,
+// or when a procedure is missing.
 func checkShape(ctx context.Context, db *sql.DB, n names) error {
+	if err := checkTables(ctx, db, n, true); err != nil {
+		return err
+	}
+	for _, name := range procedureNames(n) {
+		var found int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.ROUTINES
+WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'`, n.schema, name).Scan(&found); err != nil {
+			return fmt.Errorf("mysql: checking procedure %s.%s: %w", n.schema, name, err)
+		}
+		if found == 0 {
+			return fmt.Errorf("%w: procedure %s.%s is missing", ErrSchemaMismatch, n.schema, name)
+		}
+	}
+	return nil
+}
+
+// checkColumns is checkTables without the version check, for upgrade.
+func checkColumns(ctx context.Context, db *sql.DB, n names) error {
+	return checkTables(ctx, db, n, false)
+}
+
+// checkTables checks the engine, the columns and, when version is set, the
+// schema version of n's tables.
+func checkTables(ctx context.Context, db *sql.DB, n names, version bool) error {
 	for _, t := range []struct {
 		table string
 		cols  []column
@@ -199,7 +316,7 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, n.schema, t.table).Scan(&engine, &co
 		if !strings.EqualFold(engine.String, "InnoDB") {
 			return fmt.Errorf("%w: %s.%s uses engine %q, not InnoDB", ErrSchemaMismatch, n.schema, t.table, engine.String)
 		}
-		if comment.String != versionComment {
+		if version && comment.String != versionComment {
 			return fmt.Errorf("%w: %s.%s is not a leasehold table of schema version %d (its comment is %q)", ErrSchemaMismatch, n.schema, t.table, schemaVersion, comment.String)
 		}
 		rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS

@@ -65,11 +65,11 @@ func TestEnsureSchemaRefusesAnotherShape(t *testing.T) {
 func TestEnsureSchemaRefusesANewerVersion(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.db.ExecContext(ctx, "ALTER TABLE `"+e.schema+"`.`"+e.table+"` COMMENT = 'leasehold schema 2'"); err != nil {
+	if _, err := e.db.ExecContext(ctx, "ALTER TABLE `"+e.schema+"`.`"+e.table+"` COMMENT = 'leasehold schema 3'"); err != nil {
 		t.Fatal(err)
 	}
 	if err := EnsureSchema(ctx, e.db, e.schema, e.table); !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "version") {
-		t.Fatalf("EnsureSchema on a schema 2 table = %v, want ErrSchemaMismatch naming the version", err)
+		t.Fatalf("EnsureSchema on a schema 3 table = %v, want ErrSchemaMismatch naming the version", err)
 	}
 }
 

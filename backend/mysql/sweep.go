@@ -6,8 +6,8 @@ import (
 )
 
 // maybeSweep clears up to cfg.sweepBatch abandoned names (WithSweep): it
-// reads which names have expired rows, then runs on each the step every call
-// on a name runs, with nothing to do but drop what expired, so that it takes
+// reads which names have expired rows, then runs on each the sweep procedure (procs.go), which drops
+// what expired under the name's lock, as every call on a name runs, so that it takes
 // the name's lock and keeps its rules (a renewal that came in between wins,
 // a live holding or entry stays, the lock row goes when nothing is left).
 // Deleting holdings never lowers the tokens to come: the holds table's
@@ -31,10 +31,7 @@ func (b *Backend) maybeSweep(ctx context.Context) {
 	}
 	for _, name := range names {
 		err := b.retry(ctx, "sweep", []string{name}, func(ctx context.Context) error {
-			_, err := b.step(ctx, name, func(s *keyState) {
-				s.dropExpiredHolds()
-				s.dropExpiredEntries()
-			})
+			_, err := b.db.ExecContext(ctx, b.q.sweep, name)
 			return err
 		})
 		if err != nil {

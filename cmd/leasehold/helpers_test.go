@@ -326,6 +326,11 @@ func mysqlEnv(t *testing.T) *storeEnv {
 				t.Errorf("drop table %s: %v", tb, err)
 			}
 		}
+		for _, p := range []string{table + "_acq", table + "_rel", table + "_rev", table + "_swp"} {
+			if _, err := db.ExecContext(ctx, "DROP PROCEDURE IF EXISTS `"+schema+"`.`"+p+"`"); err != nil {
+				t.Errorf("drop procedure %s: %v", p, err)
+			}
+		}
 	})
 	b, err := mysql.New(db, mysql.WithTable(schema, table))
 	if err != nil {
