@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,20 +27,12 @@ import (
 type Server struct {
 	store fence.Store
 
-	mu    sync.Mutex
-	locks map[string]*resourceLock
-}
-
-// resourceLock serialises one resource's calls; users counts those holding
-// or waiting for it, so that the map forgets idle resources.
-type resourceLock struct {
-	mu    sync.Mutex
-	users int
+	serial fence.Serial
 }
 
 // NewServer returns the server interceptors on store.
 func NewServer(store fence.Store) *Server {
-	return &Server{store: store, locks: map[string]*resourceLock{}}
+	return &Server{store: store}
 }
 
 // Unary is the grpc.UnaryServerInterceptor (grpc.ChainUnaryInterceptor).
@@ -77,7 +68,7 @@ func (s *Server) check(ctx context.Context) (context.Context, func(), error) {
 	if err := fence.Validate(resource, token); err != nil {
 		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	unlock := s.lock(resource)
+	unlock := s.serial.Lock(resource)
 	var se *leasehold.StaleTokenError
 	switch err := s.store.Check(ctx, resource, token); {
 	case err == nil:
@@ -96,26 +87,6 @@ func first(md metadata.MD, key string) string {
 		return v[0]
 	}
 	return "" // none, or several: refused as invalid
-}
-
-func (s *Server) lock(resource string) (unlock func()) {
-	s.mu.Lock()
-	l := s.locks[resource]
-	if l == nil {
-		l = &resourceLock{}
-		s.locks[resource] = l
-	}
-	l.users++
-	s.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		s.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(s.locks, resource)
-		}
-		s.mu.Unlock()
-	}
 }
 
 type tokenKey struct{}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
@@ -89,7 +88,7 @@ func TokenFrom(ctx context.Context) (resource string, token uint64, ok bool) {
 // processes need a shared store (postgres.FenceStore, redis.FenceStore)
 // and, to be exact, the write's own guard: see docs/fencing-tokens.md.
 func Handler(store fence.Store, next http.Handler) http.Handler {
-	h := &handler{store: store, next: next, locks: map[string]*resourceLock{}}
+	h := &handler{store: store, next: next}
 	return h
 }
 
@@ -97,15 +96,7 @@ type handler struct {
 	store fence.Store
 	next  http.Handler
 
-	mu    sync.Mutex
-	locks map[string]*resourceLock
-}
-
-// resourceLock serialises one resource's requests; users counts those
-// holding or waiting for it, so that the map forgets idle resources.
-type resourceLock struct {
-	mu    sync.Mutex
-	users int
+	serial fence.Serial
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +110,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	unlock := h.lock(resource)
+	unlock := h.serial.Lock(resource)
 	defer unlock()
 	switch err := h.store.Check(r.Context(), resource, token); {
 	case errors.Is(err, leasehold.ErrStaleToken):
@@ -136,26 +127,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, fenced{resource, token})))
-}
-
-func (h *handler) lock(resource string) (unlock func()) {
-	h.mu.Lock()
-	l := h.locks[resource]
-	if l == nil {
-		l = &resourceLock{}
-		h.locks[resource] = l
-	}
-	l.users++
-	h.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		h.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(h.locks, resource)
-		}
-		h.mu.Unlock()
-	}
 }
 
 // CheckResponse turns a response of Handler into an error: nil for a 2xx;
