@@ -221,20 +221,11 @@ func scaleGoroutinePerLock(ctx context.Context, c scaleConfig, prefix string, pr
 	var wg sync.WaitGroup
 	for _, r := range held {
 		wg.Go(func() {
-			t := time.NewTicker(c.RenewEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-hold.Done():
-					return
-				case <-t.C:
-				}
+			tickRenew(hold, c.RenewEvery, &losses, func(ctx context.Context) error {
 				renewals.Add(1)
-				if _, err := store.Renew(hold, r); err != nil && hold.Err() == nil {
-					losses.Add(1)
-					return
-				}
-			}
+				_, err := store.Renew(ctx, r)
+				return err
+			})
 		})
 	}
 	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
@@ -283,21 +274,11 @@ func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress 
 	var wg sync.WaitGroup
 	for _, l := range locks {
 		wg.Go(func() {
-			t := time.NewTicker(c.RenewEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-hold.Done():
-					return
-				case <-t.C:
-				}
+			tickRenew(hold, c.RenewEvery, &losses, func(ctx context.Context) error {
 				roundTrips.Add(1)
 				refreshes.Add(1)
-				if err := l.Refresh(hold, c.TTL, nil); err != nil && hold.Err() == nil {
-					losses.Add(1)
-					return
-				}
-			}
+				return l.Refresh(ctx, c.TTL, nil)
+			})
 		})
 	}
 	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
@@ -313,6 +294,24 @@ func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress 
 	res.Losses = int(losses.Load())
 	_ = scaleParallel(context.Background(), c.Leases, 64, func(i int) error { return locks[i].Release(context.Background()) })
 	return res, err
+}
+
+// tickRenew is one lock's goroutine in the peers' design: renew every
+// period until hold ends; the first failure (hold still alive) is a loss.
+func tickRenew(hold context.Context, period time.Duration, losses *atomic.Int64, renew func(context.Context) error) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-hold.Done():
+			return
+		case <-t.C:
+		}
+		if err := renew(hold); err != nil && hold.Err() == nil {
+			losses.Add(1)
+			return
+		}
+	}
 }
 
 // scaleParallel runs fn(0..n-1) on `workers` goroutines and returns the first error.
