@@ -1,7 +1,8 @@
 // Package leasehold is an actor-based, in-process lease manager: one Manager
 // per process holds, renews and releases any number of named leases at once,
 // coordinated across processes and machines through a pluggable backend
-// (Redis, PostgreSQL, SQL Server, etcd, or the in-process memory backend).
+// (Redis, PostgreSQL, SQL Server, MySQL/MariaDB, etcd, or the in-process memory
+// backend).
 //
 // A lease is held until it is released or lost. Loss is signalled the Go way:
 // Lease.Lost is closed, Lease.Context is cancelled with cause ErrLost, and every
