@@ -31,7 +31,7 @@ func (m *Manager) HealthCheck() error {
 		return ErrClosed
 	}
 	var problems []error
-	now := time.Now()
+	now := m.engine.Now() // the clock the confirmations were read on
 	if f := m.engine.LastFailure(); f != nil {
 		problems = append(problems, fmt.Errorf("backend %s: last %s call failed %v ago: %w",
 			m.b.Info().Name, f.Op, now.Sub(f.At).Round(time.Millisecond), f.Err))

@@ -41,7 +41,7 @@ type current struct {
 // deadline is its local deadline; handOff says it is held only for
 // its pickup window (lease_handoff.go).
 func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, handOff bool) {
-	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt)
+	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt, a.cfg.Time().Now)
 	h.AutoRenew = m.AutoRenew
 	h.Route, h.Limit = a.entry.Key(), max(m.Limit, 1)
 	a.cur = &current{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, handOff: handOff,

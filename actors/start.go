@@ -106,6 +106,10 @@ func (e *Engine) Unsubscribe(s *messages.Sink) { e.e.Unsubscribe(s) }
 // Shutdown starts the end of the engine's work (see messages.Shutdown).
 func (e *Engine) Shutdown(m *messages.Shutdown) { e.e.Shutdown(m) }
 
+// Now is the engine's clock: the one every holding's deadline and
+// confirmation time is read on.
+func (e *Engine) Now() time.Time { return e.cfg.Time().Now() }
+
 // Admit waits, under ctx, while the renewals of the leases held go out late:
 // a Manager puts the leases it holds before new ones.
 func (e *Engine) Admit(ctx context.Context) error { return e.e.Admit(ctx) }

@@ -95,7 +95,7 @@ func (c *Config) observe(op string, start time.Time, err error, callerCtx contex
 	case callerCtx != nil && callerCtx.Err() != nil:
 	case c.closing.Load():
 	default:
-		c.lastFailure.Store(&CallFailure{Op: op, At: time.Now(), Err: err})
+		c.lastFailure.Store(&CallFailure{Op: op, At: c.clock().Now(), Err: err})
 	}
 }
 

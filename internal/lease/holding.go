@@ -42,11 +42,18 @@ type Holding struct {
 	ttl, every time.Duration
 	err        error
 	handle     any
+	// now is the engine's clock, which set deadline: the deadline check
+	// reads it too, so that a fake clock in tests moves both.
+	now func() time.Time
 }
 
-// NewHolding starts a holding that lasts until End.
-func NewHolding(name, key, owner, attempt, metadata string, token uint64, expiresAt time.Time) *Holding {
-	return &Holding{Name: name, Key: key, Route: key, Limit: 1, Owner: owner, Attempt: attempt, Token: token, Metadata: metadata, expiresAt: expiresAt}
+// NewHolding starts a holding that lasts until End; now is the clock its
+// local deadline is set on (nil: the system's).
+func NewHolding(name, key, owner, attempt, metadata string, token uint64, expiresAt time.Time, now func() time.Time) *Holding {
+	if now == nil {
+		now = time.Now
+	}
+	return &Holding{Name: name, Key: key, Route: key, Limit: 1, Owner: owner, Attempt: attempt, Token: token, Metadata: metadata, expiresAt: expiresAt, now: now}
 }
 
 // Context is done when the holding ends; its cause is the error of Err.
@@ -162,7 +169,7 @@ func (h *Holding) Confirmed() (at time.Time, ttl, every time.Duration) {
 // may run before that timer's message is handled, and must not be told it
 // still holds a lease whose TTL has run out.
 func (h *Holding) checkDeadlineLocked() {
-	if h.err == nil && !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+	if h.err == nil && !h.deadline.IsZero() && !h.now().Before(h.deadline) {
 		h.endLocked(fmt.Errorf("%w: lease %q (token %d): %w", ErrLost, h.Name, h.Token, ErrDeadlinePassed), true)
 	}
 }
