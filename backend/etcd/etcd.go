@@ -152,8 +152,18 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 	k := b.etcdKey(r.Key)
 	val := record{Owner: r.Owner, Attempt: r.Attempt, Metadata: r.Metadata, TTL: secs}.encode()
 	cmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-	for {
+	for notFound := 0; ; {
 		resp, err := b.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, val, clientv3.WithLease(lease.ID))).Else(clientv3.OpGet(k)).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && notFound < leaseLagTries {
+			// The lease was granted, but the member serving this request
+			// has not applied the grant yet (the client spreads requests
+			// over the members). The transaction failed whole: try again.
+			notFound++
+			if err := sleepCtx(ctx, leaseLagPause); err != nil {
+				return backend.Grant{}, fmt.Errorf("etcd: acquire %q: %w", r.Key, err)
+			}
+			continue
+		}
 		if err != nil {
 			// Ambiguous: the put may have happened. Revoking the lease (the
 			// deferred call) removes the key with it if it did.
@@ -369,4 +379,24 @@ func (b *Backend) Release(ctx context.Context, r backend.ReleaseRequest) error {
 		return fmt.Errorf("etcd: release %q: revoke lease: %w", r.Key, err)
 	}
 	return nil
+}
+
+// A lease just granted may not be known yet to the member that serves the
+// next request: leaseLagTries pauses of leaseLagPause give it time to apply
+// the grant.
+const (
+	leaseLagTries = 10
+	leaseLagPause = 20 * time.Millisecond
+)
+
+// sleepCtx waits for d, or returns ctx's error when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
