@@ -68,8 +68,15 @@ func (s *suite) exactNames(t *testing.T, b backend.Backend, n int) {
 	keys := []string{base + "s", base + "s ", base + "S", base + "s  "}
 	gs := make([]held, len(keys))
 	rs := make([]backend.RenewRequest, len(keys))
+	// A TTL with room for four acquires and the batch on a loaded machine:
+	// the renewal must reach every holding before its acquire's TTL ends.
+	ttl := 4 * s.short
+	var latest time.Time // the last acquire's expiry, on the store's clock
 	for i, k := range keys {
-		gs[i] = slotAs(t, b, k, "o"+string(rune('1'+i)), newAttempt(), n, s.short, backend.QueueRequest{})
+		gs[i] = slotAs(t, b, k, "o"+string(rune('1'+i)), newAttempt(), n, ttl, backend.QueueRequest{})
+		if gs[i].ExpiresAt.After(latest) {
+			latest = gs[i].ExpiresAt
+		}
 		if !gs[i].Acquired {
 			t.Fatalf("Acquire(%q) = %+v: refused although only %q and the like are held", k, gs[i].Grant, keys[0])
 		}
@@ -84,8 +91,9 @@ func (s *suite) exactNames(t *testing.T, b backend.Backend, n int) {
 			t.Errorf("RenewBatch[%q] = %+v, want its own holding renewed", keys[i], r)
 		}
 	}
-	// Past the acquire's TTL: each name stays held by its renewed holding.
-	time.Sleep(3 * s.short)
+	// Past the acquires' expiry (the store's clock is this host's): each
+	// name stays held by its renewed holding.
+	time.Sleep(time.Until(latest) + s.short)
 	for i, k := range keys {
 		h, ok, err := b.Inspect(ctx, k)
 		if err != nil || !ok || h.Owner != gs[i].owner || h.Token != gs[i].Token || h.Key != k {
