@@ -93,7 +93,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	// Whatever the message, a holding past its local deadline is lost first:
 	// after a pause of the process, a Release or Renew may be handled before
 	// the deadline timer's tick.
-	if c := a.cur; c != nil && !a.now.Before(c.deadline) {
+	if c := a.cur; c != nil && !a.now.Before(c.h.Deadline()) {
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 	}
 	a.dispatch(ctx, ctx.Message())

@@ -19,14 +19,15 @@ type current struct {
 	ttl        time.Duration
 	renewEvery time.Duration
 	auto       bool
-	deadline   time.Time // local, monotonic: lost if no renewal is confirmed by then
 	// handOff: a hand-off, held on the store only for its pickup window
 	// until a renewal gives it the TTL; that renewal is made whether or
 	// not the lease renews automatically.
 	handOff bool
 
-	// next is the renewal this actor has handed to the renewer (call.Seq
+	// next is the renewal this actor has handed to the renewer (Call.Seq
 	// is 0 when there is none): scheduled, or sent and not yet answered.
+	// The renewer writes the confirmations of automatic renewals to h
+	// itself; h's local deadline is the one this actor reads.
 	next engine.Renewal
 
 	// The renewal in flight (state renewing).
@@ -44,10 +45,10 @@ func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, 
 	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt, a.cfg.Time().Now)
 	h.AutoRenew = m.AutoRenew
 	h.Route, h.Limit = a.entry.Key(), max(m.Limit, 1)
-	a.cur = &current{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, deadline: deadline, handOff: handOff,
+	a.cur = &current{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, handOff: handOff,
 		next: engine.NewRenewal()}
 	a.state = held
-	h.Confirm(a.cur.deadline, a.now, m.TTL, m.RenewEvery)
+	h.Confirm(deadline, a.now, m.TTL, m.RenewEvery)
 	a.entry.SetHolding(h)
 	a.cfg.Metrics.HeldDelta(1, h.Limit > 1)
 	switch {
@@ -99,7 +100,7 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 		Call: backend.Call{Op: backend.OpRenew, Renew: backend.RenewRequest{
 			Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: ttl,
 		}},
-		Deadline: c.deadline,
+		Deadline: c.h.Deadline(),
 	})
 	a.renewing(a.seq, a.now, ttl, replies)
 }
@@ -118,9 +119,12 @@ func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	c := a.cur
 	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier (the renewer may cap slack)
 	a.seq++
-	c.next.Call = messages.Renewal{Seq: a.seq, ReplyTo: a.self, Deadline: c.deadline,
-		Renew: backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}}
-	a.renewer.Schedule(&c.next, due, slack)
+	n := &c.next
+	n.Call.Seq, n.Call.ReplyTo, n.Call.Deadline = a.seq, a.self, c.h.Deadline()
+	n.Call.Renew = backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}
+	n.Holding, n.Every = c.h, c.renewEvery
+	n.Auto = c.auto && !c.handOff // a hand-off's pickup renewal is this actor's to confirm
+	a.renewer.Schedule(n, due, slack)
 }
 
 // mayShorten lowers the local deadline to what a renewal of ttl, sent at
@@ -130,8 +134,7 @@ func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 // lower it: they are sent after the one that set it.)
 func (a *leaseActor) mayShorten(sent time.Time, ttl time.Duration) {
 	c := a.cur
-	if d := engine.LocalDeadline(sent, ttl); d.Before(c.deadline) {
-		c.deadline = d
+	if d := engine.LocalDeadline(sent, ttl); d.Before(c.h.Deadline()) {
 		c.h.SetDeadline(d)
 		a.armHold()
 	}
@@ -173,9 +176,8 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	switch {
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
-		c.deadline = engine.LocalDeadline(c.renewSent, c.renewTTL)
 		every := engine.RenewDelay(c.renewEvery, c.ttl, c.renewTTL)
-		c.h.Confirm(c.deadline, a.now, c.renewTTL, every)
+		c.h.Confirm(engine.LocalDeadline(c.renewSent, c.renewTTL), a.now, c.renewTTL, every)
 		c.handOff = false
 		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
 			a.scheduleRenewal(a.now.Add(engine.Spread(every)), a.renewSlack())
@@ -187,12 +189,12 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		sendAll(replies, err)
 		return
 	default:
-		now := a.cfg.Time().Now()
+		now, deadline := a.cfg.Time().Now(), c.h.Deadline()
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
-			"key", a.key, "token", c.h.Token, "left", c.deadline.Sub(now), "err", r.Err)
+			"key", a.key, "token", c.h.Token, "left", deadline.Sub(now), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
 		if (c.auto || c.handOff) && len(c.queued) == 0 {
-			a.scheduleRenewal(now.Add(engine.RenewRetryDelay(c.deadline.Sub(now))), 0)
+			a.scheduleRenewal(now.Add(engine.RenewRetryDelay(deadline.Sub(now))), 0)
 		}
 	}
 	if q := c.queued; len(q) > 0 {
@@ -209,24 +211,26 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	}
 }
 
-// onHoldTick loses the holding at its local deadline. (A tick comes only
-// from the latest arming, at the deadline; one handled before it, by this
-// message's clock reading, arms again.)
+// onHoldTick loses the holding at its local deadline, unless a renewal the
+// renewer confirmed has moved the deadline on: then it arms again. (A tick
+// comes only from the latest arming; the holding's own check and the
+// renewer's confirmation are one step each, so the two never disagree on
+// whether the deadline passed.)
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
-	if !a.now.Before(a.cur.deadline) {
+	if _, live := a.cur.h.Live(); !live {
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 		return
 	}
 	a.armHold()
 }
 
-// armHold arms the holding's alarm for its local deadline. (Its renewals are
-// the renewer's.)
+// armHold arms the holding's alarm for its local deadline, which it follows
+// as the renewer moves it on. (Its renewals are the renewer's.)
 func (a *leaseActor) armHold() {
 	if a.holdA == nil {
 		a.holdA = engine.NewAlarm(a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
 	}
-	a.clock.Arm(a.holdA, a.cur.deadline)
+	a.clock.ArmDeadline(a.holdA, a.cur.h)
 }
 
 // lose ends the current holding as lost, tells the subscribers, and releases

@@ -15,13 +15,15 @@ func checkCombinations(f *cliFlags, set map[string]bool) error {
 	case f.replot != "":
 		return onlyFlags(set, "-replot", "replot", "format", "report", "quiet")
 	case f.scale > 0:
-		if err := onlyFlags(set, "-scale", "scale", "backend", "redis", "postgres", "locks", "ttl", "renew", "duration", "format", "quiet"); err != nil {
+		if err := onlyFlags(set, "-scale", "scale", "backend", "redis", "postgres", "locks", "ttl", "renew", "duration", "format", "quiet", "cpuprofile"); err != nil {
 			return err
 		}
 		_, err := scaleConfigFrom(f)
 		return err
 	case set["renew"]:
 		return fmt.Errorf("%w: -renew applies to -scale only", errConfig)
+	case set["cpuprofile"]:
+		return fmt.Errorf("%w: -cpuprofile applies to -scale only", errConfig)
 	}
 	for _, procs := range f.procs {
 		for _, lock := range f.locks {

@@ -43,19 +43,20 @@ const (
 
 // cliFlags are the parsed command line.
 type cliFlags struct {
-	base      runConfig
-	locks     []string
-	procs     []int
-	format    string
-	reportDir string
-	repeat    int // runs of each configuration
-	chaos     []string
-	inProcess bool
-	quiet     bool
-	replot    string
-	scale     int           // > 0: scale mode with this many leases
-	renew     time.Duration // scale mode: renewal period (0: TTL/3)
-	scaleTTL  bool          // -ttl was given
+	base       runConfig
+	locks      []string
+	procs      []int
+	format     string
+	reportDir  string
+	repeat     int // runs of each configuration
+	chaos      []string
+	inProcess  bool
+	quiet      bool
+	replot     string
+	scale      int           // > 0: scale mode with this many leases
+	cpuProfile string        // scale mode: where to write a CPU profile of the hold phase
+	renew      time.Duration // scale mode: renewal period (0: TTL/3)
+	scaleTTL   bool          // -ttl was given
 }
 
 func envOr(k, def string) string {
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliFlags, error) {
 	fs.BoolVar(&f.inProcess, "inprocess", false, "run the workers as goroutines of this process instead of processes (no pause or kill chaos)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.replot, "replot", "", "run nothing: print the results of a -report directory and draw its charts again, from its results.json")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "scale mode: write a CPU profile of leasehold's hold phase to this file")
 	fs.IntVar(&f.scale, "scale", 0, "scale mode: acquire this many leases in one process and keep them alive for -duration (TTL -ttl, default 3s; renewed every -renew), with redislock's one refresh per lock alongside on redis")
 	fs.DurationVar(&f.renew, "renew", 0, "scale mode: renewal period (default TTL/3)")
 	if err := fs.Parse(args); err != nil {

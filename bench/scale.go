@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,6 +35,7 @@ type scaleConfig struct {
 	TTL         time.Duration
 	RenewEvery  time.Duration
 	Duration    time.Duration // how long the leases are kept alive after all are held
+	CPUProfile  string        // when set, leasehold's hold phase is profiled to this file
 	Peer        bool          // also run redislock (Redis only)
 }
 
@@ -166,8 +169,14 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	progress(fmt.Sprintf("leasehold: %d leases held after %.2fs; keeping them for %v", c.Leases, res.AcquireAllSec, c.Duration))
 
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return res, err
+	}
 	rt0, rn0, cpu0, t0 := counts.roundTrips.Load(), counts.renewals.Load(), scaleCPU(), time.Now()
-	if err := scaleSleep(ctx, c.Duration); err != nil {
+	err = scaleSleep(ctx, c.Duration)
+	stopProfile()
+	if err != nil {
 		return res, err
 	}
 	secs := time.Since(t0).Seconds()
@@ -373,4 +382,21 @@ func scaleRandom() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// startCPUProfile profiles the process to path until the returned stop (a
+// no-op when path is empty).
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

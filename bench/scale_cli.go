@@ -17,7 +17,7 @@ import (
 func scaleConfigFrom(f *cliFlags) (scaleConfig, error) {
 	c := scaleConfig{
 		Backend: f.base.Backend, RedisAddr: f.base.RedisAddr, PostgresDSN: f.base.PostgresDSN,
-		Leases: f.scale, TTL: 3 * time.Second, Duration: f.base.Duration,
+		Leases: f.scale, TTL: 3 * time.Second, Duration: f.base.Duration, CPUProfile: f.cpuProfile,
 	}
 	if f.scaleTTL {
 		c.TTL = f.base.TTL

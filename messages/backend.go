@@ -40,25 +40,7 @@ type BackendResult struct {
 	Err   error
 }
 
-// RenewBatch (the renewer → backend actor): the renewals that lease actors
-// handed to the renewer and that are due now, for one RenewBatch round trip
-// on the backend (a lone renewal goes as one call). Each is
-// answered to its lease actor with a BackendResult, as if it had been sent
-// alone. The renewer owns the due times, so that a renewal costs its lease
-// actor no tick and no call message: it hears only the answer.
-type RenewBatch struct{ Renewals []Renewal }
-
-// Renewal is one renewal of a RenewBatch: Seq and Deadline as in a
-// BackendCall, answered to ReplyTo.
-type Renewal struct {
-	Seq      uint64
-	Renew    backend.RenewRequest
-	Deadline time.Time
-	ReplyTo  *actor.PID
-}
-
 // IgnoreDeadLetterLogging marks the message as expected at a stopped actor
 // (see the protocol's commands).
 func (*BackendCall) IgnoreDeadLetterLogging()   {}
 func (*BackendResult) IgnoreDeadLetterLogging() {}
-func (*RenewBatch) IgnoreDeadLetterLogging()    {}

@@ -6,7 +6,8 @@
 //
 //	public API ──commands (routed by key)──▶ lease actor (one per key)
 //	lease actor ──BackendCall──▶ backend actor ──BackendResult──▶ lease actor
-//	renewer ──RenewBatch (the renewals due)──▶ backend actor ──BackendResult──▶ each lease actor
+//	renewer ──the renewals due──▶ backend's call workers ──a refusal, a failure──▶ BackendResult to the lease actor
+//	        (a confirmed automatic renewal is written to its holding there: no message)
 //	lease actor ──ticks──▶ itself (local deadline, retry, wait timeout)
 //	backend actor ──ReleaseNotice (routed by key)──▶ lease actor (wakes waiters)
 //	backend actor ──HandOffNotice (routed by key)──▶ lease actor (its waiter holds)

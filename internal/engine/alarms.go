@@ -60,7 +60,16 @@ type alarm struct {
 	index int    // in the heap; -1 when not in it
 	pid   *actor.PID
 	tick  func(gen uint64) any
+	// follow, when set, is a deadline the alarm keeps up with: due, it
+	// moves to follow's deadline if that is later, without a tick (the
+	// renewer moves a holding's deadline on without telling its actor).
+	follow deadliner
 }
+
+// deadliner is what an alarm can follow: a holding's local deadline, which
+// only the renewer moves on while the alarm is armed (its actor re-arms
+// after moving it itself).
+type deadliner interface{ Deadline() time.Time }
 
 // newAlarms returns a running alarm heap on clock that hands its ticks to
 // deliver.
@@ -95,9 +104,14 @@ func newAlarm(pid *actor.PID, tick func(gen uint64) any) *alarm {
 }
 
 // arm (re)sets a to fire at `at`.
-func (s *alarms) arm(a *alarm, at time.Time) {
+func (s *alarms) arm(a *alarm, at time.Time) { s.armFollowing(a, at, nil) }
+
+// armFollowing (re)sets a to fire at `at`, or, when d is set, at d's
+// deadline as it is when `at` comes.
+func (s *alarms) armFollowing(a *alarm, at time.Time, d deadliner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	a.follow = d
 	a.last++
 	a.gen, a.at = a.last, at
 	if a.index < 0 {
@@ -153,7 +167,15 @@ func (s *alarms) fire() {
 	}
 	now := s.clock.Now()
 	for len(s.h) > 0 && !s.h[0].at.After(now) {
-		a := heap.Pop(&s.h).(*alarm)
+		a := s.h[0]
+		if a.follow != nil {
+			if at := a.follow.Deadline(); at.After(now) {
+				a.at = at
+				heap.Fix(&s.h, 0)
+				continue
+			}
+		}
+		heap.Pop(&s.h)
 		ticks = append(ticks, tick{a.pid, a.tick(a.gen)})
 	}
 	s.armedAt = time.Time{}

@@ -63,3 +63,47 @@ func TestAlarmHeldByOneActorDelaysNoOther(t *testing.T) {
 	}
 	release()
 }
+
+// movable is a deadline that moves on, as a holding's does when the renewer
+// confirms a renewal.
+type movable struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (m *movable) Deadline() time.Time { m.mu.Lock(); defer m.mu.Unlock(); return m.at }
+func (m *movable) set(t time.Time)     { m.mu.Lock(); m.at = t; m.mu.Unlock() }
+
+// An alarm that follows a deadline does not tick when the deadline has moved
+// on by the time it comes: it waits for the new one, and ticks then.
+func TestAlarmFollowsADeadlineThatMovedOn(t *testing.T) {
+	clock := NewFakeClock()
+	got := make(chan any, 4)
+	s := newAlarms(clock, func(_ *actor.PID, msg any) { got <- msg })
+	defer s.stop()
+	t0 := clock.Now()
+	d := &movable{at: t0.Add(time.Second)}
+	a := newAlarm(nil, func(g uint64) any { return &tickMsg{gen: g} })
+	s.armFollowing(a, d.Deadline(), d)
+	d.set(t0.Add(3 * time.Second))
+
+	clock.Set(t0.Add(time.Second))
+	s.fire()
+	s.mu.Lock()
+	at, queued := a.at, a.index >= 0
+	s.mu.Unlock()
+	if !queued || !at.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("after the old deadline: queued %v at %v; want queued for the new deadline", queued, at.Sub(t0))
+	}
+
+	clock.Set(t0.Add(3 * time.Second))
+	s.fire()
+	select {
+	case m := <-got:
+		if tm := m.(*tickMsg); !s.fired(a, tm.gen) {
+			t.Errorf("tick of generation %d is not the alarm's arming", tm.gen)
+		}
+	case <-time.After(30 * time.Second): // it comes at once
+		t.Fatal("no tick at the new deadline")
+	}
+}

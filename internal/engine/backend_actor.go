@@ -44,8 +44,11 @@ type backendActor struct {
 	calls       context.Context
 	cancelCalls context.CancelFunc
 
+	// renewed hands the answers of a renewal batch to the renewer.
+	renewed func(batch []sentRenewal, results []backend.RenewResult, err error)
+
 	sem  chan struct{}   // bounds calls in flight (MaxInFlight)
-	work chan func()     // to the call workers
+	work chan func()     // to the call workers (nil for an Inline backend)
 	wg   *sync.WaitGroup // its goroutines; Engine.Stop waits for them
 
 	// queues, when the backend batches, get the calls ready together
@@ -55,7 +58,7 @@ type backendActor struct {
 	sharded bool // Info.Sharded: ask the backend for each key's shard
 }
 
-func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) actor.Actor {
+func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) *backendActor {
 	inline := cfg.info.Inline
 	n := cfg.MaxInFlight
 	if n <= 0 {
@@ -66,6 +69,9 @@ func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), 
 	a := &backendActor{cfg: cfg, root: root, notice: notice, handOff: handOff, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
 	a.sharded = cfg.info.Sharded
+	if !inline {
+		a.work = make(chan func()) // here, not at Started: the renewer sends to it from its own goroutine
+	}
 	if !inline && cfg.info.Batches {
 		a.queues = map[string]*coalescer{}
 	}
@@ -140,8 +146,6 @@ func (a *backendActor) Receive(ctx actor.Context) {
 		}
 	case *messages.BackendCall:
 		a.send(m)
-	case *messages.RenewBatch:
-		a.renewBatch(m.Renewals)
 	case *messages.Shutdown:
 		a.onShutdown(m)
 	case *actor.Stopping:
@@ -199,7 +203,6 @@ func (a *backendActor) reply(m *messages.BackendCall, res messages.BackendResult
 const callWorkers = 16
 
 func (a *backendActor) startWorkers() {
-	a.work = make(chan func())
 	for range callWorkers {
 		a.wg.Go(func() {
 			for fn := range a.work {

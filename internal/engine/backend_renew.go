@@ -9,17 +9,20 @@ import (
 	"github.com/leasehold/leasehold/messages"
 )
 
-// renewBatch (the backend actor's side) makes the renewals of one batch off
-// the mailbox, one round trip per shard of a Sharded backend (shardGroups),
-// and answers every lease actor of a shard when its round trip returns. Each
-// round trip is one RenewBatch, and may take as long
-// as the latest deadline among its renewals: a lease whose own deadline
-// passes first is lost by its own alarm meanwhile; hence the split, since one
-// shard that stops answering would otherwise hold back every lease of the
-// batch that long. A round trip that fails as a whole fails every renewal in
-// it, which each lease actor retries until its own local deadline, exactly
-// as after a single failed renewal.
-func (a *backendActor) renewBatch(batch []messages.Renewal) {
+// renewBatch makes the renewals of one of the renewer's batches, one round
+// trip per shard of a Sharded backend (shardGroups), each on a call worker
+// (exec), and hands each shard's answers to the renewer when its round trip
+// returns. A round trip may take as long as the latest deadline among its
+// renewals: a lease whose own deadline passes first is lost by its own alarm
+// meanwhile; hence the split, since one shard that stops answering would
+// otherwise hold back every lease of the batch that long. A round trip that
+// fails as a whole fails every renewal in it, which each lease actor retries
+// until its own local deadline, exactly as after a single failed renewal.
+//
+// The renewer calls it from its own goroutine, not through the mailbox: the
+// backend actor's state it reads (the calls context, the workers) is safe
+// to share, and a message would add a hand-off per batch.
+func (a *backendActor) renewBatch(batch []sentRenewal) {
 	for _, group := range a.shardGroups(batch) {
 		a.renewGroup(group)
 	}
@@ -27,9 +30,9 @@ func (a *backendActor) renewBatch(batch []messages.Renewal) {
 
 // shardGroups splits batch by shard, each group in the batch's order (the
 // whole batch when it is all on one shard, as always without shards).
-func (a *backendActor) shardGroups(batch []messages.Renewal) [][]messages.Renewal {
+func (a *backendActor) shardGroups(batch []sentRenewal) [][]sentRenewal {
 	if !a.sharded || len(batch) == 1 {
-		return [][]messages.Renewal{batch}
+		return [][]sentRenewal{batch}
 	}
 	shards := make([]string, len(batch))
 	one := true
@@ -38,10 +41,10 @@ func (a *backendActor) shardGroups(batch []messages.Renewal) [][]messages.Renewa
 		one = one && shards[i] == shards[0]
 	}
 	if one {
-		return [][]messages.Renewal{batch}
+		return [][]sentRenewal{batch}
 	}
 	var (
-		groups [][]messages.Renewal
+		groups [][]sentRenewal
 		index  = map[string]int{}
 	)
 	for i, n := range batch {
@@ -57,18 +60,18 @@ func (a *backendActor) shardGroups(batch []messages.Renewal) [][]messages.Renewa
 	return groups
 }
 
-// renewGroup makes the renewals of batch, all on one shard, in one round trip.
-func (a *backendActor) renewGroup(batch []messages.Renewal) {
-	if len(batch) == 1 { // a lone renewal needs no batch
-		for _, n := range batch {
-			// With the calls ready now, as any call.
-			a.send(&messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline, ReplyTo: n.ReplyTo,
-				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}})
-		}
-		return
-	}
+// renewGroup makes the renewals of batch, all on one shard, in one round trip
+// (a lone renewal as a Renew: it needs no batch).
+func (a *backendActor) renewGroup(batch []sentRenewal) {
 	calls := a.callsCtx()
 	a.exec(func() {
+		if len(batch) == 1 {
+			n := &batch[0]
+			res := perform(a.cfg, calls, false, &messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline,
+				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}})
+			a.renewed(batch, []backend.RenewResult{{Grant: res.Grant, Err: res.Err}}, nil)
+			return
+		}
 		deadline := batch[0].Deadline
 		reqs := make([]backend.RenewRequest, len(batch))
 		for i, n := range batch {
@@ -85,13 +88,7 @@ func (a *backendActor) renewGroup(batch []messages.Renewal) {
 		if err == nil && len(results) != len(batch) {
 			err = fmt.Errorf("leasehold: backend answered %d renewals for a batch of %d", len(results), len(batch))
 		}
-		for i, n := range batch {
-			res := messages.BackendResult{Seq: n.Seq, Op: backend.OpRenew, Err: err}
-			if err == nil {
-				res.Grant, res.Err = results[i].Grant, results[i].Err
-			}
-			a.root.Send(n.ReplyTo, &res)
-		}
+		a.renewed(batch, results, err)
 	})
 }
 

@@ -58,7 +58,7 @@ func TestCoalescerAnswersEveryQueuedCallOnce(t *testing.T) {
 	cfg := &Config{Backend: store, Logger: slog.New(slog.DiscardHandler)}
 	cfg.info = store.Info()
 	var wg sync.WaitGroup
-	a := newBackendActor(cfg, sys.Root, func(string) {}, func(backend.HandOff) {}, make(chan struct{}), &wg).(*backendActor)
+	a := newBackendActor(cfg, sys.Root, func(string) {}, func(backend.HandOff) {}, make(chan struct{}), &wg)
 	defer a.cancel()
 	q := newCoalescer(a)
 	const calls = maxBatches + 2*maxBatch + 7

@@ -10,9 +10,10 @@
 //     off the mailbox, coalescing the calls that are ready together into one
 //     round trip (coalesce.go), and makes the renewer's batches
 //     (backend_renew.go);
-//   - the renewer (renewer.go) owns the due times of the holdings'
-//     renewals: its heap and timer send what is due as one batch, and a
-//     lease actor hears only the answer;
+//   - the renewer (renewer.go) owns the holdings' automatic renewals: its
+//     timing wheel and timer send what is due in batches, and it writes
+//     each confirmation to its holding itself; a lease actor hears only
+//     of what changes its state (a refusal, a failure, a late answer);
 //   - the event hub (hub.go) fans loss events out to subscribers without
 //     blocking;
 //   - the timing policy (timing.go): local deadlines, renewal periods, poll
@@ -23,7 +24,8 @@
 // (dispatcher.go): an uncontended acquire on the memory backend wakes no
 // goroutine at all. The messages they exchange are all in package messages.
 // Holdings' local deadlines share a few heap-ordered timers (alarms.go), one
-// per core or so, and their renewals the renewer's timer; the other timers
+// per core or so, each alarm following its holding's deadline as the renewer
+// moves it on, and their renewals the renewer's timer; the other timers
 // are scheduler.SendOnce re-armed with a generation number (timer.go; never
 // SetReceiveTimeout or SendRepeatedly, which race in protoactor-go), and
 // every timer is cancelled when its actor stops.

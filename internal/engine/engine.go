@@ -69,10 +69,11 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 		e.alarms = append(e.alarms, newAlarms(cfg.clock(), root.Send))
 	}
 	e.hub = root.Spawn(props(newHub))
-	e.backend = root.Spawn(props(func() actor.Actor { return newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG) }))
-	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, func(b []messages.Renewal) {
-		root.Send(e.backend, &messages.RenewBatch{Renewals: b})
-	})
+	back := newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG)
+	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, back.renewBatch,
+		func(pid *actor.PID, res *messages.BackendResult) { root.Send(pid, res) }, cfg.Metrics)
+	back.renewed = e.renewer.answer
+	e.backend = root.Spawn(props(func() actor.Actor { return back }))
 	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) })
 	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
 	return e

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/messages"
 )
 
 // A renewal sent more than half its slack late holds acquires back until
@@ -14,7 +12,7 @@ import (
 // nothing back.
 func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 	clock := NewFakeClock()
-	r := newRenewer(clock, 10, time.Millisecond, func([]messages.Renewal) {})
+	r := newRenewer(clock, 10, time.Millisecond, func([]sentRenewal) {}, nil, nil)
 	t.Cleanup(r.stop)
 	t0 := clock.Now()
 

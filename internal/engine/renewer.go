@@ -4,21 +4,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
-// renewer owns the due times of the renewals a Manager makes on its own: the
-// automatic ones, the pickup renewal of a hand-off, and the retries of an
-// unconfirmed one. A lease actor schedules its holding's next renewal here;
-// one OS timer fires them. When renewals fall due, the renewer takes every
-// renewal due (and those allowed to go a little early, to share the round
-// trip) and sends them to the backend actor as RenewBatch messages of at most
-// size renewals, each one RenewBatch round trip on the backend. The backend
-// actor answers each lease actor with one BackendResult.
+// renewer owns the renewals a Manager makes on its own: the automatic ones,
+// the pickup renewal of a hand-off, and the retries of an unconfirmed one. A
+// lease actor hands its holding's next renewal to the renewer; from then on,
+// until the actor takes it back (cancel), the renewal is the renewer's: one OS
+// timer fires the due ones, the renewer sends every renewal due (and those
+// allowed to go a little early, to share the round trip) to the backend in
+// batches of at most size, each one RenewBatch round trip, and it handles the
+// answers itself:
 //
-// So a renewal costs its lease actor one message, its answer, where a tick, a
-// call and an answer went before; and no lease has a timer of its own for its
-// renewals (its local deadline keeps its alarm, which stays exact).
+//   - a confirmed automatic renewal is written to its holding
+//     (lease.Holding.Renewed) and the next one scheduled, all under one lock
+//     for the whole batch: while nothing happens to a lease, its actor hears
+//     nothing and runs nothing;
+//   - anything else (a refusal, a failure, the pickup renewal of a
+//     hand-off, an answer to a renewal the actor took back, one that came
+//     after its holding ended) goes to the lease actor as a BackendResult,
+//     and the actor decides, as for a renewal it made itself.
 //
 // The due times are kept in a timing wheel: buckets of slotWidth, found by
 // slot number, and a small heap of the slot numbers in use. Scheduling,
@@ -27,19 +35,20 @@ import (
 // about twenty per renewal with ten thousand leases, which was the largest
 // part of their CPU. A renewal is never sent late: a bucket is looked at from
 // its first instant, and within it each renewal goes only once it may (from
-// its early bound).
+// its early bound). Buckets go in slot order, so under overload the most
+// overdue renewals go first.
 //
-// The lease actor still decides everything about its holding: it schedules,
-// it cancels (before an explicit Renew, and when the holding ends), and it
-// alone acts on the answer. A renewal the renewer has already sent cannot be
-// called back: cancel says so, and the actor then treats it as the renewal in
-// flight, as if it had sent it itself at that moment.
+// A renewal the renewer has already sent cannot be called back: cancel says
+// so, and the actor then treats it as the renewal in flight, as if it had sent
+// it itself at that moment; its answer goes to the actor.
 type renewer struct {
-	send   func(batch []messages.Renewal) // to the backend actor
-	size   int                            // renewals per batch, at most
-	window time.Duration                  // the most any renewal may go early
-	clock  Clock
-	epoch  time.Time // the origin of the slot numbers
+	send    func(batch []sentRenewal) // to the backend, whose answers come to answer
+	reply   func(pid *actor.PID, res *messages.BackendResult)
+	metrics *Metrics
+	size    int           // renewals per batch, at most
+	window  time.Duration // the most any renewal may go early
+	clock   Clock
+	epoch   time.Time // the origin of the slot numbers
 
 	mu      sync.Mutex
 	buckets map[int64][]*renewal // slot → the renewals due in it; none empty
@@ -58,30 +67,76 @@ type renewer struct {
 
 	done    chan struct{}  // closed by stop
 	running sync.WaitGroup // run
-	sends   sync.WaitGroup // the goroutines posting batches
 }
 
 // slotWidth is the wheel's granularity: renewals due within one slot are
 // looked at together.
 const slotWidth = 10 * time.Millisecond
 
-// renewal is one holding's next renewal, kept in its holding and reused.
-// Between schedule and the send, or cancel, only the renewer writes it (its
-// lease actor reads call.Seq, which the renewer never writes).
+// renewal is one holding's next renewal, kept with its holding and reused.
+// The lease actor writes the exported fields before Schedule, while the
+// renewal is not the renewer's; from Schedule to cancel the renewer alone
+// writes it, under its lock (Call.Seq excepted: the actor reads it, and the
+// renewer never writes it).
 type renewal struct {
-	Call  messages.Renewal // what to send (the lease actor writes it before Schedule)
-	due   time.Time        // it goes by then
-	early time.Time        // it may go from then on, to join a batch
-	slot  int64            // its bucket
-	pos   int              // in its bucket; -1 when not scheduled
-	sent  time.Time        // when the renewer sent it (zero: not sent)
+	Call    renewCall      // what to send
+	Holding *lease.Holding // what a confirmation renews
+	// Auto: a confirmation is the renewer's to write, and the next renewal
+	// follows Every later (up to a tenth earlier, to join a batch). Else
+	// (a hand-off's pickup, a retry of a holding that does not renew by
+	// itself) every answer goes to the lease actor.
+	Auto  bool
+	Every time.Duration
+
+	state renewalState
+	due   time.Time // it goes by then
+	early time.Time // it may go from then on, to join a batch
+	slot  int64     // its bucket
+	pos   int       // in its bucket; -1 when not in one
+	sent  time.Time // when the renewer sent it (zero: not sent)
+}
+
+// renewalState says whose a renewal is.
+type renewalState uint8
+
+const (
+	// renewalIdle: the lease actor's (never scheduled, or cancelled
+	// before it went).
+	renewalIdle renewalState = iota
+	// renewalScheduled: in the wheel, waiting for its due time.
+	renewalScheduled
+	// renewalSent: in flight; the renewer handles its answer.
+	renewalSent
+	// renewalAnswered: sent, and its answer goes (or went) to the lease
+	// actor, which took it back or must decide on it.
+	renewalAnswered
+)
+
+// renewCall is what one renewal sends: Seq is echoed in its BackendResult;
+// the round trip is bounded by Deadline, the holding's local deadline (an
+// answer after it is useless); a BackendResult goes to ReplyTo.
+type renewCall struct {
+	Seq      uint64
+	Renew    backend.RenewRequest
+	Deadline time.Time
+	ReplyTo  *actor.PID
+}
+
+// sentRenewal is one renewal of a batch on its way: a copy of its call, taken
+// when it went (the lease actor may rewrite the renewal once it takes it
+// back), and the renewal, for the answer.
+type sentRenewal struct {
+	renewCall
+	n *renewal
 }
 
 // newRenewer returns a running renewer on clock that sends batches of at most
 // size renewals; window is the most a renewal may go early (the batching
 // delay; 0: the default). With batches of one, nothing goes early: there is
-// no round trip to share.
-func newRenewer(clock Clock, size int, window time.Duration, send func([]messages.Renewal)) *renewer {
+// no round trip to share. send must not block (the backend makes the round
+// trip on a goroutine of its own and hands the answers to answer); reply
+// gives an answer to a lease actor.
+func newRenewer(clock Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*actor.PID, *messages.BackendResult), metrics *Metrics) *renewer {
 	if size <= 0 {
 		size = DefaultRenewBatchSize
 	}
@@ -91,7 +146,7 @@ func newRenewer(clock Clock, size int, window time.Duration, send func([]message
 	case window <= 0:
 		window = DefaultRenewBatchDelay
 	}
-	r := &renewer{send: send, size: size, window: window, clock: clock, epoch: clock.Now(),
+	r := &renewer{send: send, reply: reply, metrics: metrics, size: size, window: window, clock: clock, epoch: clock.Now(),
 		buckets: map[int64][]*renewal{}, done: make(chan struct{}), t: clock.NewTimer()}
 	r.running.Go(r.run)
 	return r
@@ -130,10 +185,15 @@ func (r *renewer) slotStart(slot int64) time.Time {
 func (r *renewer) schedule(n *renewal, due time.Time, slack time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n.pos >= 0 {
+	r.scheduleLocked(n, due, slack)
+}
+
+func (r *renewer) scheduleLocked(n *renewal, due time.Time, slack time.Duration) {
+	if n.state == renewalScheduled {
 		r.remove(n)
 	}
 	n.due, n.early, n.sent = due, due.Add(-min(max(slack, 0), r.window)), time.Time{}
+	n.state = renewalScheduled
 	r.add(n)
 	r.rearmLocked(r.slotStart(n.slot))
 }
@@ -173,15 +233,18 @@ func (r *renewer) compact() {
 }
 
 // cancel takes n back. If the renewer has sent it already, cancel returns
-// when it was sent and true: its answer will come.
+// when it was sent and true: its answer will come to the lease actor.
 func (r *renewer) cancel(n *renewal) (sent time.Time, wasSent bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n.pos < 0 {
-		return n.sent, !n.sent.IsZero()
+	switch n.state {
+	case renewalScheduled:
+		r.remove(n)
+		n.state = renewalIdle
+	case renewalSent:
+		n.state = renewalAnswered
 	}
-	r.remove(n)
-	return time.Time{}, false
+	return n.sent, n.state == renewalAnswered
 }
 
 // remove takes the scheduled n out of its bucket.
@@ -202,7 +265,7 @@ func (r *renewer) remove(n *renewal) {
 }
 
 // sentAt is when n was sent (zero: it was not), read by its lease actor once
-// the answer has come.
+// its answer has come to it.
 func (r *renewer) sentAt(n *renewal) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -221,8 +284,8 @@ func (r *renewer) rearmLocked(at time.Time) {
 // fire sends every renewal that may go now, in batches of at most size, and
 // re-arms for the next.
 func (r *renewer) fire() {
-	var batches [][]messages.Renewal
-	var batch []messages.Renewal
+	var batches [][]sentRenewal
+	var batch []sentRenewal
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
@@ -250,13 +313,13 @@ func (r *renewer) fire() {
 				}
 				continue
 			}
-			n.pos, n.sent = -1, now
+			n.pos, n.sent, n.state = -1, now, renewalSent
 			sent = true
 			late = late || lateBy(n, now)
 			if batch == nil {
-				batch = make([]messages.Renewal, 0, min(r.size, len(b)))
+				batch = make([]sentRenewal, 0, min(r.size, len(b)))
 			}
-			batch = append(batch, n.Call)
+			batch = append(batch, sentRenewal{renewCall: n.Call, n: n})
 			if len(batch) == r.size {
 				batches, batch = append(batches, batch), nil
 			}
@@ -288,12 +351,44 @@ func (r *renewer) fire() {
 		r.rearmLocked(at)
 	}
 	r.mu.Unlock()
-	// Sent from goroutines of their own, outside the lock: a goroutine
-	// that sends to an idle mailbox runs it until it is empty, and the
-	// backend actor's may stay busy for long under load, while this one
-	// must keep the time.
 	for _, b := range batches {
-		r.sends.Go(func() { r.send(b) })
+		r.send(b) // never blocks: this goroutine keeps the time
+	}
+}
+
+// answer handles the answers to batch: results, one per renewal, or err for
+// all of them. It runs on the goroutine that made the round trip.
+func (r *renewer) answer(batch []sentRenewal, results []backend.RenewResult, err error) {
+	var forward []int // the answers that go to their lease actors
+	renewed := 0
+	r.mu.Lock()
+	now := r.clock.Now()
+	for i, s := range batch {
+		n := s.n
+		if err != nil || results[i].Err != nil || n.state != renewalSent || !n.Auto ||
+			!n.Holding.Renewed(LocalDeadline(n.sent, s.Renew.TTL), results[i].Grant.ExpiresAt, s.Renew.TTL, n.Every) {
+			if n.state == renewalSent {
+				n.state = renewalAnswered
+			}
+			forward = append(forward, i)
+			continue
+		}
+		renewed++
+		n.Call.Deadline = LocalDeadline(n.sent, s.Renew.TTL)
+		if !r.stopped {
+			r.scheduleLocked(n, now.Add(Spread(n.Every)), n.Every/10)
+		}
+	}
+	r.mu.Unlock()
+	for range renewed {
+		r.metrics.renewed(true)
+	}
+	for _, i := range forward {
+		res := messages.BackendResult{Seq: batch[i].Seq, Op: backend.OpRenew, Err: err}
+		if err == nil {
+			res.Grant, res.Err = results[i].Grant, results[i].Err
+		}
+		r.reply(batch[i].ReplyTo, &res)
 	}
 }
 
@@ -305,7 +400,6 @@ func (r *renewer) stop() {
 	r.mu.Unlock()
 	close(r.done)
 	r.running.Wait()
-	r.sends.Wait()
 }
 
 // slotHeap is a min-heap of slot numbers.

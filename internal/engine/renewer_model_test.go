@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/messages"
 )
 
 // TestRenewerModel runs random sequences of schedule, move (schedule again),
@@ -47,7 +45,7 @@ type renewerModel struct {
 	sent map[uint64]bool // every seq ever sent
 
 	mu  sync.Mutex
-	got [][]messages.Renewal // batches posted since the last fire
+	got [][]sentRenewal // batches posted since the last fire
 }
 
 func runRenewerModel(seed uint64, steps int) (err error) {
@@ -64,11 +62,11 @@ func runRenewerModel(seed uint64, steps int) (err error) {
 	default:
 		w.window = window
 	}
-	w.r = newRenewer(w.clock, w.size, window, func(b []messages.Renewal) {
+	w.r = newRenewer(w.clock, w.size, window, func(b []sentRenewal) {
 		w.mu.Lock()
 		w.got = append(w.got, b)
 		w.mu.Unlock()
-	})
+	}, nil, nil)
 	defer w.r.stop()
 	n := 1 + rng.IntN(40)
 	for range n {
@@ -142,7 +140,7 @@ func (w *renewerModel) schedule(i int) {
 		slack = time.Duration(w.rng.Int64N(int64(400 * time.Millisecond)))
 	}
 	w.seq++
-	w.ns[i].Call = messages.Renewal{Seq: w.seq}
+	w.ns[i].Call = renewCall{Seq: w.seq}
 	w.r.schedule(w.ns[i], due, slack)
 	w.m[i] = modelRenewal{scheduled: true, seq: w.seq, due: due, early: due.Add(-min(slack, w.window))}
 }
@@ -171,7 +169,7 @@ func (w *renewerModel) churn(k int) {
 	n := &renewal{pos: -1}
 	for range k {
 		w.seq++
-		n.Call = messages.Renewal{Seq: w.seq}
+		n.Call = renewCall{Seq: w.seq}
 		w.r.schedule(n, w.clock.Now().Add(time.Hour+time.Duration(w.rng.Int64N(int64(time.Hour)))), 0)
 		w.r.cancel(n)
 	}
@@ -205,7 +203,6 @@ func (w *renewerModel) fire() (fired bool, err error) {
 		}
 	}
 	w.r.fire()
-	w.r.sends.Wait()
 	w.mu.Lock()
 	got := w.got
 	w.got = nil

@@ -1,23 +1,27 @@
 package engine
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
 
 // sink collects what a renewer sends.
-func sink(t *testing.T, size int) (*renewer, <-chan []messages.Renewal) {
+func sink(t *testing.T, size int) (*renewer, <-chan []sentRenewal) {
 	t.Helper()
-	got := make(chan []messages.Renewal, 100)
-	r := newRenewer(systemClock{}, size, time.Hour, func(b []messages.Renewal) { got <- b })
+	got := make(chan []sentRenewal, 100)
+	r := newRenewer(systemClock{}, size, time.Hour, func(b []sentRenewal) { got <- b }, nil, nil)
 	t.Cleanup(r.stop)
 	return r, got
 }
 
 func newRenewal(seq uint64) *renewal {
-	return &renewal{pos: -1, Call: messages.Renewal{Seq: seq}}
+	return &renewal{pos: -1, Call: renewCall{Seq: seq}}
 }
 
 // Renewals that may go early go with the one that is due, in batches of at
@@ -111,32 +115,6 @@ func TestRenewerChurnLeavesNothing(t *testing.T) {
 	}
 }
 
-// A send that is held (the goroutine that posts a batch runs the backend
-// actor's mailbox while it is busy) delays no other renewal: the renewer
-// keeps the time.
-func TestRenewerKeepsTimeWhileASendIsHeld(t *testing.T) {
-	held := make(chan struct{})
-	got := make(chan uint64, 10)
-	r := newRenewer(systemClock{}, 10, time.Hour, func(b []messages.Renewal) {
-		if b[0].Seq == 1 {
-			<-held
-		}
-		got <- b[0].Seq
-	})
-	defer r.stop()
-	defer close(held)
-	r.schedule(newRenewal(1), time.Now(), 0)
-	r.schedule(newRenewal(2), time.Now().Add(20*time.Millisecond), 0)
-	select {
-	case seq := <-got:
-		if seq != 2 {
-			t.Fatalf("renewal %d went first, want 2 (1 is held)", seq)
-		}
-	case <-time.After(30 * time.Second): // it comes in milliseconds when the renewer keeps the time
-		t.Fatal("renewal 2 was not sent while the send of renewal 1 was held")
-	}
-}
-
 // With batches of one there is no round trip to share: nothing goes early.
 func TestRenewerWithBatchesOfOneSendsNothingEarly(t *testing.T) {
 	r, got := sink(t, 1)
@@ -179,5 +157,93 @@ func TestRenewerSendsTheRenewalThatSetsOffACompaction(t *testing.T) {
 			r.schedule(n, later.Add(time.Duration(1000+3*i+j)*slotWidth), 0)
 			r.cancel(n)
 		}
+	}
+}
+
+// The renewer writes a confirmed automatic renewal to its holding and
+// schedules the next, with no message to the lease actor; every other answer
+// (a refusal, one to a renewal the actor took back, one after the holding's
+// deadline) goes to the actor, as a BackendResult with the renewal's seq.
+func TestRenewerConfirmsItselfAndForwardsTheRest(t *testing.T) {
+	clock := NewFakeClock()
+	var sent []sentRenewal
+	var replies []messages.BackendResult
+	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },
+		func(_ *actor.PID, res *messages.BackendResult) { replies = append(replies, *res) }, nil)
+	t.Cleanup(r.stop)
+	const ttl, every = 3 * time.Second, time.Second
+	h := lease.NewHolding("a", "a", "me", "x", "", 7, time.Time{}, clock.Now)
+	h.Confirm(LocalDeadline(clock.Now(), ttl), clock.Now(), ttl, every)
+	n := &renewal{pos: -1, Holding: h, Auto: true, Every: every,
+		Call: renewCall{Seq: 1, Renew: backend.RenewRequest{Key: "a", Token: 7, TTL: ttl}, Deadline: h.Deadline()}}
+	fire := func() {
+		t.Helper()
+		sent = nil
+		for range 3 { // a slot's start, then the renewal's due time
+			if _, ok := clock.FireAt(); !ok || sent != nil {
+				break
+			}
+			r.fire()
+		}
+		if len(sent) != 1 || sent[0].Seq != 1 {
+			t.Fatalf("sent %v, want renewal 1", sent)
+		}
+	}
+	ok := []backend.RenewResult{{Grant: backend.Grant{Token: 7, ExpiresAt: clock.Now().Add(time.Hour)}}}
+
+	r.schedule(n, clock.Now().Add(every), 0)
+	fire()
+	at := clock.Now()
+	r.answer(sent, ok, nil)
+	if len(replies) != 0 {
+		t.Fatalf("a confirmation went to the lease actor: %v", replies)
+	}
+	if got, want := h.Deadline(), LocalDeadline(at, ttl); !got.Equal(want) {
+		t.Errorf("deadline %v after the confirmation, want %v", got, want)
+	}
+	if !h.ExpiresAt().Equal(ok[0].Grant.ExpiresAt) {
+		t.Errorf("expiry %v, want the store's %v", h.ExpiresAt(), ok[0].Grant.ExpiresAt)
+	}
+	if n.state != renewalScheduled || n.due.After(at.Add(every)) || n.due.Before(at.Add(every-every/10)) {
+		t.Errorf("next renewal: state %v due %v after the confirmation; want scheduled within a period", n.state, n.due.Sub(at))
+	}
+
+	// A refusal goes to the actor, and the renewal is its own from then on.
+	fire()
+	r.answer(sent, []backend.RenewResult{{Err: backend.ErrNotHeld}}, nil)
+	if len(replies) != 1 || replies[0].Seq != 1 || !errors.Is(replies[0].Err, backend.ErrNotHeld) {
+		t.Fatalf("replies %v, want renewal 1 refused", replies)
+	}
+	if _, wasSent := r.cancel(n); !wasSent {
+		t.Error("cancel after a forwarded answer says the renewal was not sent: the actor would not await it")
+	}
+
+	// An answer to a renewal the actor took back goes to the actor.
+	replies = nil
+	r.schedule(n, clock.Now().Add(every), 0)
+	fire()
+	if _, wasSent := r.cancel(n); !wasSent {
+		t.Fatal("cancel of a sent renewal says it was not sent")
+	}
+	before := h.Deadline()
+	r.answer(sent, ok, nil)
+	if len(replies) != 1 || replies[0].Err != nil {
+		t.Fatalf("replies %v, want the confirmation of the renewal taken back", replies)
+	}
+	if !h.Deadline().Equal(before) {
+		t.Error("the renewer wrote a confirmation of a renewal the actor took back")
+	}
+
+	// A confirmation after the deadline renews nothing: the holding is lost.
+	replies = nil
+	r.schedule(n, clock.Now().Add(every), 0)
+	fire()
+	clock.Set(h.Deadline())
+	r.answer(sent, ok, nil)
+	if len(replies) != 1 {
+		t.Fatalf("replies %v, want the late confirmation forwarded", replies)
+	}
+	if err := h.Err(); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("holding after a confirmation past its deadline: %v, want lost", err)
 	}
 }

@@ -44,9 +44,13 @@ func NewAlarm(pid *actor.PID, tick func(gen uint64) any) *Alarm { return newAlar
 
 // Arm (re)arms a for at; Disarm takes it back; Fired reports whether a tick
 // carrying gen is a's current arming, and disarms it.
-func (s *alarms) Arm(a *Alarm, at time.Time)      { s.arm(a, at) }
-func (s *alarms) Disarm(a *Alarm)                 { s.disarm(a) }
-func (s *alarms) Fired(a *Alarm, gen uint64) bool { return s.fired(a, gen) }
+func (s *alarms) Arm(a *Alarm, at time.Time) { s.arm(a, at) }
+
+// ArmDeadline arms a for h's local deadline, following it as the renewer
+// moves it on: a ticks only once the deadline, as it is then, has come.
+func (s *alarms) ArmDeadline(a *Alarm, h *lease.Holding) { s.armFollowing(a, h.Deadline(), h) }
+func (s *alarms) Disarm(a *Alarm)                        { s.disarm(a) }
+func (s *alarms) Fired(a *Alarm, gen uint64) bool        { return s.fired(a, gen) }
 
 // Renewer owns the due times of the holdings' renewals (see renewer).
 type Renewer = renewer

@@ -155,6 +155,31 @@ func (h *Holding) Confirm(deadline, now time.Time, ttl, every time.Duration) {
 	h.mu.Unlock()
 }
 
+// Renewed records a confirmed renewal, unless the holding has ended or its
+// local deadline has passed (it is lost then, and Renewed reports false): its
+// new local deadline, the backend's expiry, the TTL it gave and the period to
+// the next automatic renewal. The check and the write are one step, so that
+// no reader sees a holding lost and then held again.
+func (h *Holding) Renewed(deadline, expiresAt time.Time, ttl, every time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checkDeadlineLocked()
+	if h.err != nil {
+		return false
+	}
+	h.deadline, h.expiresAt, h.confirmed, h.ttl, h.every = deadline, expiresAt, h.now(), ttl, every
+	return true
+}
+
+// Live reports the local deadline and whether the holding still stands (it
+// has not ended, and its deadline has not passed: then it ends as lost here).
+func (h *Holding) Live() (deadline time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checkDeadlineLocked()
+	return h.deadline, h.err == nil
+}
+
 // Confirmed is when the last acquire or renewal was confirmed (local clock),
 // the TTL it gave, and the period to the next automatic renewal after it.
 func (h *Holding) Confirmed() (at time.Time, ttl, every time.Duration) {
