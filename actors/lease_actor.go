@@ -18,18 +18,24 @@ import (
 // (or, for an Inline backend, are made right here), and it waits only by
 // timers that send it ticks, on the engine's clock (Config.Clock).
 type leaseActor struct {
-	e      *engine.Engine
-	cfg    *engine.Config
-	entry  *engine.Entry // its entry in the router
-	key    string
-	self   *actor.PID
-	sender actor.SenderContext // sends its timers' ticks (the root context)
+	e     *engine.Engine
+	cfg   *engine.Config
+	entry *engine.Entry // its entry in the router
+	key   string
+	self  *actor.PID
 
-	now     time.Time // when the message being handled arrived
-	state   leaseState
-	handled uint64 // commands received through the router
-	idleAt  uint64 // handled when it last reported itself idle
-	seq     uint64 // of the last backend call sent
+	now   time.Time // when the message being handled arrived
+	state leaseState
+	// immediate: an Inline backend (memory) is called right here rather
+	// than through the backend actor, saving two message hops per call (the
+	// renewer's batches still go through the backend's workers); its
+	// results queue in inbox and are handled before the next message,
+	// exactly as if they had come back through the mailbox.
+	immediate bool
+	unconfDue bool   // an unconfirmed release is due (unconfirmed.go)
+	handled   uint64 // commands received through the router
+	idleAt    uint64 // handled when it last reported itself idle
+	seq       uint64 // of the last backend call sent
 
 	waiters   []*waiter
 	observers []*messages.Acquire
@@ -50,18 +56,11 @@ type leaseActor struct {
 	holdA   *engine.Alarm   // the holding's local deadline, in clock
 	renewer *engine.Renewer // the Manager's (engine.Engine.Renewer)
 
-	rel         releaseInFlight // state releasing
+	rel         *releaseInFlight // state releasing
 	unconfirmed []*pendingRelease
-	unconfDue   bool
 	unconfT     engine.TickTimer
 
-	// An Inline backend (memory) is called right here rather than through
-	// the backend actor, saving two message hops per call (the renewer's
-	// batches still go through the backend actor); its results queue
-	// in inbox and are handled before the next message, exactly as if they
-	// had come back through the mailbox.
-	immediate bool
-	inbox     []messages.BackendResult
+	inbox []messages.BackendResult // see immediate
 }
 
 func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
@@ -73,7 +72,6 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
-		a.sender = ctx.ActorSystem().Root
 		return
 	case *actor.Stopping:
 		a.onStopping(ctx)
@@ -106,6 +104,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.inbox = a.inbox[:0]
 		a.settle(ctx)
 		if len(a.inbox) == 0 {
+			a.inbox = nil // most actors sit held for long: keep no array
 			return
 		}
 	}

@@ -30,12 +30,18 @@ type current struct {
 	// itself; h's local deadline is the one this actor reads.
 	next engine.Renewal
 
-	// The renewal in flight (state renewing).
-	renewSeq     uint64
-	renewSent    time.Time
-	renewTTL     time.Duration
-	renewReplies []chan<- error    // explicit Renew callers of the renewal in flight
-	queued       []*messages.Renew // explicit Renews that arrived during one
+	own    *ownRenewal       // the renewal in flight (state renewing)
+	queued []*messages.Renew // explicit Renews that arrived during it
+}
+
+// ownRenewal is a renewal this actor awaits the answer to: one it sent (an
+// explicit Renew), or one the renewer sent that the actor took back or must
+// decide on. Made only then: most holdings never have one.
+type ownRenewal struct {
+	seq     uint64
+	sent    time.Time
+	ttl     time.Duration
+	replies []chan<- error // explicit Renew callers
 }
 
 // hold turns a claimed grant into the current holding and hands it over.
@@ -108,9 +114,8 @@ func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []
 // renewing moves to state renewing, with the renewal seq, sent at sent, in
 // flight.
 func (a *leaseActor) renewing(seq uint64, sent time.Time, ttl time.Duration, replies []chan<- error) {
-	c := a.cur
 	a.state = renewing
-	c.renewSeq, c.renewSent, c.renewTTL, c.renewReplies = seq, sent, ttl, replies
+	a.cur.own = &ownRenewal{seq: seq, sent: sent, ttl: ttl, replies: replies}
 }
 
 // scheduleRenewal hands the holding's next engine.Renewal to the renewer: it goes by
@@ -120,10 +125,9 @@ func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier (the renewer may cap slack)
 	a.seq++
 	n := &c.next
-	n.Call.Seq, n.Call.ReplyTo, n.Call.Deadline = a.seq, a.self, c.h.Deadline()
-	n.Call.Renew = backend.RenewRequest{Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: c.ttl}
-	n.Holding, n.Every = c.h, c.renewEvery
-	n.Auto = c.auto && !c.handOff // a hand-off's pickup renewal is this actor's to confirm
+	n.Call.Seq, n.Call.ReplyTo, n.Call.Deadline, n.Call.TTL = a.seq, a.self, c.h.Deadline(), c.ttl
+	n.Holding, n.Every = c.h, c.renewEvery // the renewal's key, owner, attempt and token are the holding's
+	n.Auto = c.auto && !c.handOff          // a hand-off's pickup renewal is this actor's to confirm
 	a.renewer.Schedule(n, due, slack)
 }
 
@@ -166,18 +170,19 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		a.renewing(r.Seq, a.renewer.SentAt(&c.next), c.ttl, nil)
 		c.next.Call.Seq = 0
 	}
-	if a.state != renewing || r.Seq != c.renewSeq {
+	if a.state != renewing || r.Seq != c.own.seq {
 		return // the holding ended meanwhile
 	}
 	a.state = held
 	a.cfg.Metrics.Renewed(r.Err == nil)
-	replies := c.renewReplies
-	c.renewReplies = nil
+	own := c.own
+	c.own = nil
+	replies := own.replies
 	switch {
 	case r.Err == nil:
 		c.h.SetExpiresAt(r.Grant.ExpiresAt)
-		every := engine.RenewDelay(c.renewEvery, c.ttl, c.renewTTL)
-		c.h.Confirm(engine.LocalDeadline(c.renewSent, c.renewTTL), a.now, c.renewTTL, every)
+		every := engine.RenewDelay(c.renewEvery, c.ttl, own.ttl)
+		c.h.Confirm(engine.LocalDeadline(own.sent, own.ttl), a.now, own.ttl, every)
 		c.handOff = false
 		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
 			a.scheduleRenewal(a.now.Add(engine.Spread(every)), a.renewSlack())
@@ -265,7 +270,9 @@ func (a *leaseActor) end(err error, lost bool) {
 	c.h.End(err, lost)
 	a.entry.ClearHolding(c.h)
 	a.cfg.Metrics.HeldDelta(-1, c.h.Limit > 1)
-	sendAll(c.renewReplies, err)
+	if c.own != nil {
+		sendAll(c.own.replies, err)
+	}
 	for _, m := range c.queued {
 		m.Reply <- err
 	}

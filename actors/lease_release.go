@@ -47,12 +47,12 @@ func (a *leaseActor) releaseThenReply(ctx actor.Context, attempt string, token u
 // if it fails, the release is remembered as unconfirmed (see unconfirmed.go).
 // ttl is the holding's: how long the store may keep it if the release is lost.
 func (a *leaseActor) startRelease(ctx actor.Context, attempt string, token uint64, ttl time.Duration, reply chan<- error) {
-	a.sendRelease(ctx, releaseInFlight{p: pendingRelease{attempt: attempt, token: token, ttl: ttl}, reply: reply})
+	a.sendRelease(ctx, &releaseInFlight{p: pendingRelease{attempt: attempt, token: token, ttl: ttl}, reply: reply})
 }
 
 // sendRelease sends the release rel: from idle or polling to releasing, from
 // closing to closingReleasing.
-func (a *leaseActor) sendRelease(ctx actor.Context, rel releaseInFlight) {
+func (a *leaseActor) sendRelease(ctx actor.Context, rel *releaseInFlight) {
 	if a.state == closing {
 		a.state = closingReleasing
 	} else {
@@ -66,7 +66,7 @@ func (a *leaseActor) sendRelease(ctx actor.Context, rel releaseInFlight) {
 }
 
 func (a *leaseActor) onReleaseResult(r *messages.BackendResult) {
-	if r.Seq != a.rel.seq {
+	if a.rel == nil || r.Seq != a.rel.seq {
 		return
 	}
 	switch a.state {
@@ -78,7 +78,7 @@ func (a *leaseActor) onReleaseResult(r *messages.BackendResult) {
 		return
 	}
 	rel := a.rel
-	a.rel = releaseInFlight{}
+	a.rel = nil
 	err := r.Err
 	a.settleRelease(rel, err)
 	if err != nil {

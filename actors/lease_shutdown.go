@@ -17,7 +17,7 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 	if a.state.shutDown() {
 		return
 	}
-	if a.state == releasing && a.rel.retry != nil {
+	if a.state == releasing && a.rel != nil && a.rel.retry != nil {
 		// A retry of an unconfirmed release: Close does not wait for it.
 		// It may have been sent after the backend actor cancelled the calls
 		// in flight, and then runs under Close's context, which a store that
@@ -25,7 +25,7 @@ func (a *leaseActor) onShutdown(ctx actor.Context) {
 		// has been sent once already; the store frees the name at its TTL.
 		// Its answer, if one comes, is ignored (its seq is stale).
 		a.rel.retry.tries++ // so that it is not sent again (retryUnconfirmed)
-		a.state, a.rel = idle, releaseInFlight{}
+		a.state, a.rel = idle, nil
 	}
 	a.answerObservers(messages.AcquireReply{Err: messages.ErrClosed})
 	for i := len(a.waiters) - 1; i >= 0; i-- {
@@ -91,7 +91,10 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 		}
 	}
 	rel := a.rel
-	a.rel = releaseInFlight{}
+	a.rel = nil
+	if rel == nil {
+		return
+	}
 	if rel.reply != nil {
 		rel.reply <- messages.ErrClosed
 	}

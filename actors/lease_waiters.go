@@ -75,7 +75,7 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 	w := &waiter{m: m}
 	if m.Wait > 0 {
 		w.deadline = a.cfg.Time().Now().Add(m.Wait)
-		w.timer = engine.SendAfter(a.cfg.Time(), a.sender, m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
+		w.timer = engine.SendAfter(a.cfg.Time(), a.e.Root(), m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
 	}
 	a.waiters = append(a.waiters, w)
 }
@@ -183,7 +183,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			pickup = a.cfg.PickupWindow(m.TTL)
 		}
 		delay := engine.PollDelay(w.refusals, a.cfg.ReleasesWatched(), pickup, a.cfg.HandOffsWatched(), r.Grant.HolderExpiresIn)
-		a.retryT.ArmOn(a.cfg.Time(), a.sender, delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.retryT.ArmOn(a.cfg.Time(), a.e.Root(), delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.refusals++
 
 	default:

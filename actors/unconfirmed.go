@@ -29,7 +29,7 @@ type pendingRelease struct {
 }
 
 // settleRelease records the outcome of the release rel, which was in flight.
-func (a *leaseActor) settleRelease(rel releaseInFlight, err error) {
+func (a *leaseActor) settleRelease(rel *releaseInFlight, err error) {
 	p, i := rel.retry, -1
 	if p != nil {
 		i = a.unconfirmedIndex(p)
@@ -82,7 +82,7 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 		a.retryT.Stop()
 	}
 	p := a.unconfirmed[0]
-	a.sendRelease(ctx, releaseInFlight{p: *p, retry: p})
+	a.sendRelease(ctx, &releaseInFlight{p: *p, retry: p})
 	return true
 }
 
@@ -90,7 +90,7 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 // than its TTL's end (when it is forgotten, and the actor may go idle).
 func (a *leaseActor) armReleaseRetry(p *pendingRelease) {
 	d := min(engine.ReleaseRetryDelay(p.tries), max(p.until.Sub(a.cfg.Time().Now()), 0))
-	a.unconfT.ArmOn(a.cfg.Time(), a.sender, d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
+	a.unconfT.ArmOn(a.cfg.Time(), a.e.Root(), d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
 }
 
 func (a *leaseActor) unconfirmedIndex(p *pendingRelease) int {

@@ -202,7 +202,7 @@ typedef Mgr {
 	unsigned att : 3;     /* the attempt in progress, or the holding's */
 	byte tok;             /* the holding's token */
 	unsigned dl : 2;      /* ticks left until cur.deadline (HELD) */
-	unsigned age : 2;     /* ticks since the acquire or renewal in flight was sent (acqSent, renewSent) */
+	unsigned age : 2;     /* ticks since the acquire or renewal in flight was sent (acq.sent, own.sent) */
 	bit renewing;         /* cur.renewing */
 	bit renewDue;         /* cur.nextRenew has come (set by each tick) */
 	bit pollDue;          /* the poll's retry tick has come (set by each tick) */
@@ -639,7 +639,7 @@ inline unawait(m) {
 #define canSend(m) (net[m * NSLOT].stage != REQ || net[m * NSLOT + 1].stage != REQ)
 
 /* send puts a request in a free slot of Manager m with a fresh Seq; age
-   counts from now (acqSent, renewSent). */
+   counts from now (acq.sent, own.sent). */
 inline send(m, k, a, t) {
 	unawait(m);
 	mg[m].waiting = true; mg[m].age = 0;

@@ -112,22 +112,33 @@ const (
 	renewalAnswered
 )
 
-// renewCall is what one renewal sends: Seq is echoed in its BackendResult;
-// the round trip is bounded by Deadline, the holding's local deadline (an
-// answer after it is useless); a BackendResult goes to ReplyTo.
+// renewCall is what one renewal sends beside what its holding says (key,
+// owner, attempt, token): Seq is echoed in its BackendResult; the round trip
+// is bounded by Deadline, the holding's local deadline (an answer after it is
+// useless); a BackendResult goes to ReplyTo.
 type renewCall struct {
 	Seq      uint64
-	Renew    backend.RenewRequest
+	TTL      time.Duration
 	Deadline time.Time
 	ReplyTo  *actor.PID
 }
 
 // sentRenewal is one renewal of a batch on its way: a copy of its call, taken
 // when it went (the lease actor may rewrite the renewal once it takes it
-// back), and the renewal, for the answer.
+// back), the request it makes, and the renewal, for the answer.
 type sentRenewal struct {
-	renewCall
-	n *renewal
+	Seq      uint64
+	Renew    backend.RenewRequest
+	Deadline time.Time
+	ReplyTo  *actor.PID
+	n        *renewal
+}
+
+// sending is n as it goes now.
+func (n *renewal) sending() sentRenewal {
+	h := n.Holding
+	return sentRenewal{Seq: n.Call.Seq, Deadline: n.Call.Deadline, ReplyTo: n.Call.ReplyTo, n: n,
+		Renew: backend.RenewRequest{Key: h.Key, Owner: h.Owner, Attempt: h.Attempt, Token: h.Token, TTL: n.Call.TTL}}
 }
 
 // newRenewer returns a running renewer on clock that sends batches of at most
@@ -319,7 +330,7 @@ func (r *renewer) fire() {
 			if batch == nil {
 				batch = make([]sentRenewal, 0, min(r.size, len(b)))
 			}
-			batch = append(batch, sentRenewal{renewCall: n.Call, n: n})
+			batch = append(batch, n.sending())
 			if len(batch) == r.size {
 				batches, batch = append(batches, batch), nil
 			}

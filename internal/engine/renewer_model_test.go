@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // TestRenewerModel runs random sequences of schedule, move (schedule again),
@@ -70,7 +72,7 @@ func runRenewerModel(seed uint64, steps int) (err error) {
 	defer w.r.stop()
 	n := 1 + rng.IntN(40)
 	for range n {
-		w.ns = append(w.ns, &renewal{pos: -1})
+		w.ns = append(w.ns, &renewal{pos: -1, Holding: &lease.Holding{}})
 	}
 	w.m = make([]modelRenewal, n)
 	defer func() {
@@ -166,7 +168,7 @@ func (w *renewerModel) cancel(i int) error {
 // far out: leases taken and released before their first renewal. Their
 // stale slots pile up and set off compactions.
 func (w *renewerModel) churn(k int) {
-	n := &renewal{pos: -1}
+	n := &renewal{pos: -1, Holding: &lease.Holding{}}
 	for range k {
 		w.seq++
 		n.Call = renewCall{Seq: w.seq}

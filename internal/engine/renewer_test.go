@@ -21,7 +21,7 @@ func sink(t *testing.T, size int) (*renewer, <-chan []sentRenewal) {
 }
 
 func newRenewal(seq uint64) *renewal {
-	return &renewal{pos: -1, Call: renewCall{Seq: seq}}
+	return &renewal{pos: -1, Call: renewCall{Seq: seq}, Holding: &lease.Holding{}}
 }
 
 // Renewals that may go early go with the one that is due, in batches of at
@@ -175,7 +175,7 @@ func TestRenewerConfirmsItselfAndForwardsTheRest(t *testing.T) {
 	h := lease.NewHolding("a", "a", "me", "x", "", 7, time.Time{}, clock.Now)
 	h.Confirm(LocalDeadline(clock.Now(), ttl), clock.Now(), ttl, every)
 	n := &renewal{pos: -1, Holding: h, Auto: true, Every: every,
-		Call: renewCall{Seq: 1, Renew: backend.RenewRequest{Key: "a", Token: 7, TTL: ttl}, Deadline: h.Deadline()}}
+		Call: renewCall{Seq: 1, TTL: ttl, Deadline: h.Deadline()}}
 	fire := func() {
 		t.Helper()
 		sent = nil

@@ -130,8 +130,11 @@ func (e *Engine) Renewer() *Renewer { return e.renewer }
 // Registry, Backend and Hub are the registry, the backend actor and the
 // event hub.
 func (e *Engine) Registry() *actor.PID { return e.registry }
-func (e *Engine) Backend() *actor.PID  { return e.backend }
-func (e *Engine) Hub() *actor.PID      { return e.hub }
+
+// Root sends the ticks of the lease actors' timers.
+func (e *Engine) Root() actor.SenderContext { return e.root }
+func (e *Engine) Backend() *actor.PID       { return e.backend }
+func (e *Engine) Hub() *actor.PID           { return e.hub }
 
 // LeaseStopped counts a lease actor stopped (on its Stopped message).
 func (e *Engine) LeaseStopped() { e.leases.Done() }

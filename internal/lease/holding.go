@@ -24,6 +24,7 @@ type Holding struct {
 
 	// AutoRenew: it renews by itself (fixed at the grant).
 	AutoRenew bool
+	isLost    bool // under mu, with the fields below (here to share AutoRenew's word)
 
 	// The context and the Lost channel are made on first use: many
 	// holdings are never asked for them, and they are a large part of a
@@ -32,7 +33,6 @@ type Holding struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	lost      chan struct{}
-	isLost    bool
 	expiresAt time.Time
 	deadline  time.Time // local, monotonic: past it the holding counts as lost
 	confirmed time.Time // local: when the last acquire or renewal was confirmed
