@@ -16,6 +16,7 @@ import (
 func Example_atAGlance() {
 	ctx := context.Background()
 	backend := memory.New()
+	const maxHeld = 1000 // the most leases this process holds at once
 	doWork := func(ctx context.Context, token uint64) error {
 		l, _ := leasehold.LeaseFrom(ctx)
 		fmt.Println("working on", l.Name(), "with fencing token", token)
@@ -48,7 +49,9 @@ func Example_atAGlance() {
 			return doWork(ctx, l.Token())
 		}, leasehold.WithWait(time.Minute))
 
-		sub := m.Subscribe(64) // every loss, with its cause; Events is closed by m.Close
+		// One slot per lease held: if the store goes away, all are lost within
+		// a renewal period, and a full buffer drops (Dropped counts them).
+		sub := m.Subscribe(maxHeld) // every loss, with its cause; Events is closed by m.Close
 		go func() {
 			for ev := range sub.Events() {
 				log.Printf("lost %s: %v (%s)", ev.Name, ev.Err, ev.Reason)

@@ -104,7 +104,9 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.inbox = a.inbox[:0]
 		a.settle(ctx)
 		if len(a.inbox) == 0 {
-			a.inbox = nil // most actors sit held for long: keep no array
+			if a.state == held {
+				a.inbox = nil // a held lease sits for long: it keeps no array
+			}
 			return
 		}
 	}

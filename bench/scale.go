@@ -136,7 +136,7 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 
 	var counts lockStats
 	setup0 := scaleHeap()
-	m, err := leasehold.New(wrapCounting(raw, &counts), leasehold.WithKeyPrefix(prefix))
+	m, err := leasehold.New(renewCounting{raw, &counts}, leasehold.WithKeyPrefix(prefix))
 	if err != nil {
 		return res, err
 	}
