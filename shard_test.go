@@ -123,7 +123,7 @@ func (s *shardedStore) Batch(ctx context.Context, calls []backend.Call) {
 // A shard that stops answering costs only its own leases: the engine never
 // puts two shards' renewals in one round trip and gives each shard calls of
 // its own, so the other shard's leases are renewed on time, in batches
-// (RenewBatch) and alone (through Batch, which lone renewals take). It used
+// (RenewBatch) and alone (Renew). It used
 // to answer a renewal batch only when all of it had returned, at the frozen
 // shard's deadline, after the live leases' own.
 func TestFrozenShardCostsOnlyItsOwnLeases(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/internal/engine"
+	"github.com/leasehold/leasehold/internal/clock/clocktest"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -371,7 +371,7 @@ func released(token uint64, want error) func(*leaseRig) error {
 type leaseRig struct {
 	t        *testing.T
 	key      string
-	clock    *engine.FakeClock
+	clock    *clocktest.Fake
 	b        *scriptedBackend
 	sys      *actor.ActorSystem
 	e        *Engine
@@ -384,7 +384,7 @@ type leaseRig struct {
 }
 
 func newLeaseRig(t *testing.T, queue bool) *leaseRig {
-	r := &leaseRig{t: t, key: "k", clock: engine.NewFakeClock(), b: &scriptedBackend{calls: make(chan *scriptCall, 64)},
+	r := &leaseRig{t: t, key: "k", clock: clocktest.New(), b: &scriptedBackend{calls: make(chan *scriptCall, 64)},
 		acquires: map[string]chan messages.AcquireReply{}, tickets: map[string]*lease.Ticket{}, renews: map[uint64][]chan error{}, releases: map[uint64]chan error{}}
 	r.b.queue = queue
 	quiet := slog.New(slog.DiscardHandler)

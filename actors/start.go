@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/messages"
 	"go.opentelemetry.io/otel/metric"
@@ -47,8 +48,8 @@ type Config struct {
 // Clock is a source of time and timers for the engine; Timer is one of its
 // re-armable timers.
 type (
-	Clock = engine.Clock
-	Timer = engine.Timer
+	Clock = clock.Clock
+	Timer = clock.Timer
 )
 
 // Defaults of Config.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // alarms is one Manager's clock for the deadlines that every holding has: its
@@ -28,12 +29,12 @@ import (
 // tick it gets carries the generation of the arming, so a tick from an arming
 // that was replaced while it was on its way is told apart (as with timer).
 type alarms struct {
-	clock   Clock
+	clock   clock.Clock
 	deliver func(pid *actor.PID, msg any) // the root context's Send
 
 	mu      sync.Mutex
 	h       alarmHeap
-	t       Timer
+	t       clock.Timer
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
@@ -73,7 +74,7 @@ type deadliner interface{ Deadline() time.Time }
 
 // newAlarms returns a running alarm heap on clock that hands its ticks to
 // deliver.
-func newAlarms(clock Clock, deliver func(pid *actor.PID, msg any)) *alarms {
+func newAlarms(clock clock.Clock, deliver func(pid *actor.PID, msg any)) *alarms {
 	s := &alarms{clock: clock, deliver: deliver, done: make(chan struct{}), t: clock.NewTimer(), ticks: make(chan tick, 1024)}
 	s.running.Go(s.run)
 	for range deliverers {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/internal/clock/clocktest"
 )
 
 // TestAlarmsModel runs random sequences of arm, re-arm, disarm and fire on a
@@ -43,7 +44,7 @@ type modelAlarm struct {
 
 type alarmsModel struct {
 	rng   *rand.Rand
-	clock *FakeClock
+	clock *clocktest.Fake
 	s     *alarms
 	as    []*alarm
 	m     []modelAlarm
@@ -52,7 +53,7 @@ type alarmsModel struct {
 
 func runAlarmsModel(seed uint64, steps int) error {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	w := &alarmsModel{rng: rng, clock: NewFakeClock(), ticks: make(chan modelTick, 4096)}
+	w := &alarmsModel{rng: rng, clock: clocktest.New(), ticks: make(chan modelTick, 4096)}
 	w.s = newAlarms(w.clock, func(_ *actor.PID, msg any) { w.ticks <- msg.(modelTick) })
 	n := 1 + rng.IntN(40)
 	for i := range n {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/clock/clocktest"
 )
 
 // tickSink is an actor that reports its ticks and, when hold is set, does not
@@ -46,7 +48,7 @@ func TestAlarmHeldByOneActorDelaysNoOther(t *testing.T) {
 	defer root.Stop(busyPID)
 	defer root.Stop(otherPID)
 
-	s := newAlarms(systemClock{}, root.Send)
+	s := newAlarms(clock.System{}, root.Send)
 	defer s.stop()
 	release := sync.OnceFunc(func() { close(busy.hold) })
 	defer release() // before stop, whatever happens: stop waits for deliveries
@@ -77,7 +79,7 @@ func (m *movable) set(t time.Time)     { m.mu.Lock(); m.at = t; m.mu.Unlock() }
 // An alarm that follows a deadline does not tick when the deadline has moved
 // on by the time it comes: it waits for the new one, and ticks then.
 func TestAlarmFollowsADeadlineThatMovedOn(t *testing.T) {
-	clock := NewFakeClock()
+	clock := clocktest.New()
 	got := make(chan any, 4)
 	s := newAlarms(clock, func(_ *actor.PID, msg any) { got <- msg })
 	defer s.stop()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // Config is what every actor of one Manager shares. Its exported fields are
@@ -33,7 +34,7 @@ type Config struct {
 
 	// Clock is the engine's time (nil: the system's). Tests set a fake one
 	// to move time by steps.
-	Clock Clock
+	Clock clock.Clock
 
 	// closing is set by Engine.Shutdown before anything else: a lease
 	// actor stopped before it handled Shutdown (Close's context had ended)
@@ -100,9 +101,9 @@ func (c *Config) observe(op string, start time.Time, err error, callerCtx contex
 }
 
 // clock is the engine's Clock.
-func (c *Config) clock() Clock {
+func (c *Config) clock() clock.Clock {
 	if c.Clock == nil {
-		return systemClock{}
+		return clock.System{}
 	}
 	return c.Clock
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // pressure is how a Manager puts its held leases before new ones: while
@@ -44,7 +46,7 @@ func lateBy(n *renewal, now time.Time) bool {
 
 // admit waits, under ctx, until acquires may go (at once while renewals keep
 // up). It returns ctx's error when ctx ends first.
-func (p *pressure) admit(ctx context.Context, clock Clock) error {
+func (p *pressure) admit(ctx context.Context, clock clock.Clock) error {
 	for {
 		u := p.until.Load()
 		if u == 0 {
@@ -66,7 +68,7 @@ func (p *pressure) admit(ctx context.Context, clock Clock) error {
 }
 
 // Behind reports whether new acquires are being held back now.
-func (p *pressure) behind(clock Clock) bool {
+func (p *pressure) behind(clock clock.Clock) bool {
 	u := p.until.Load()
 	return u != 0 && time.Unix(0, u).After(clock.Now())
 }

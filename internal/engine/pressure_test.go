@@ -5,13 +5,15 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/clock/clocktest"
 )
 
 // A renewal sent more than half its slack late holds acquires back until
 // renewals go out on time again, or the hold lapses; one sent on time holds
 // nothing back.
 func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
-	clock := NewFakeClock()
+	clock := clocktest.New()
 	r := newRenewer(clock, 10, time.Millisecond, func([]sentRenewal) {}, nil, nil)
 	t.Cleanup(r.stop)
 	t0 := clock.Now()
@@ -78,14 +80,11 @@ func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 }
 
 // waitForAfterFunc waits until something waits on clock's AfterFunc.
-func waitForAfterFunc(t *testing.T, clock *FakeClock) {
+func waitForAfterFunc(t *testing.T, clock *clocktest.Fake) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		clock.mu.Lock()
-		n := len(clock.funcs)
-		clock.mu.Unlock()
-		if n > 0 {
+		if clock.Waiting() > 0 {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -47,7 +48,7 @@ type renewer struct {
 	metrics *Metrics
 	size    int           // renewals per batch, at most
 	window  time.Duration // the most any renewal may go early
-	clock   Clock
+	clock   clock.Clock
 	epoch   time.Time // the origin of the slot numbers
 
 	mu      sync.Mutex
@@ -57,7 +58,7 @@ type renewer struct {
 	// renewal then costs the wheel no allocation.
 	spare   []*renewal
 	slots   slotHeap // the slots of buckets, and of some gone since
-	t       Timer
+	t       clock.Timer
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
@@ -147,7 +148,7 @@ func (n *renewal) sending() sentRenewal {
 // no round trip to share. send must not block (the backend makes the round
 // trip on a goroutine of its own and hands the answers to answer); reply
 // gives an answer to a lease actor.
-func newRenewer(clock Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*actor.PID, *messages.BackendResult), metrics *Metrics) *renewer {
+func newRenewer(clock clock.Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*actor.PID, *messages.BackendResult), metrics *Metrics) *renewer {
 	if size <= 0 {
 		size = DefaultRenewBatchSize
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/clock/clocktest"
 	"github.com/leasehold/leasehold/internal/lease"
 )
 
@@ -36,7 +37,7 @@ type modelRenewal struct {
 
 type renewerModel struct {
 	rng    *rand.Rand
-	clock  *FakeClock
+	clock  *clocktest.Fake
 	r      *renewer
 	size   int
 	window time.Duration // what the renewer must cap slack at
@@ -54,7 +55,7 @@ func runRenewerModel(seed uint64, steps int) (err error) {
 	rng := rand.New(rand.NewPCG(seed, 26))
 	sizes := []int{1, 2, 3, 5, DefaultRenewBatchSize}
 	windows := []time.Duration{0, time.Millisecond, 20 * time.Millisecond, 300 * time.Millisecond}
-	w := &renewerModel{rng: rng, clock: NewFakeClock(), size: sizes[rng.IntN(len(sizes))], sent: map[uint64]bool{}}
+	w := &renewerModel{rng: rng, clock: clocktest.New(), size: sizes[rng.IntN(len(sizes))], sent: map[uint64]bool{}}
 	window := windows[rng.IntN(len(windows))]
 	switch {
 	case w.size == 1:

@@ -7,6 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/clock/clocktest"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -15,7 +17,7 @@ import (
 func sink(t *testing.T, size int) (*renewer, <-chan []sentRenewal) {
 	t.Helper()
 	got := make(chan []sentRenewal, 100)
-	r := newRenewer(systemClock{}, size, time.Hour, func(b []sentRenewal) { got <- b }, nil, nil)
+	r := newRenewer(clock.System{}, size, time.Hour, func(b []sentRenewal) { got <- b }, nil, nil)
 	t.Cleanup(r.stop)
 	return r, got
 }
@@ -165,7 +167,7 @@ func TestRenewerSendsTheRenewalThatSetsOffACompaction(t *testing.T) {
 // (a refusal, one to a renewal the actor took back, one after the holding's
 // deadline) goes to the actor, as a BackendResult with the renewal's seq.
 func TestRenewerConfirmsItselfAndForwardsTheRest(t *testing.T) {
-	clock := NewFakeClock()
+	clock := clocktest.New()
 	var sent []sentRenewal
 	var replies []messages.BackendResult
 	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },

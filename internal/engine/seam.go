@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/messages"
 )
@@ -144,16 +145,16 @@ func (e *Engine) LeaseStopped() { e.leases.Done() }
 func (e *Engine) Drop(en *Entry) { e.router.drop(en) }
 
 // Time is the engine's clock: Config.Clock, or the system's when that is nil.
-func (c *Config) Time() Clock { return c.clock() }
+func (c *Config) Time() clock.Clock { return c.clock() }
 
 // ArmOn (re)starts the timer on clock c: after d, tick(gen) is sent to pid
 // through s.
-func (t *timer) ArmOn(c Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, tick func(gen uint64) any) {
+func (t *timer) ArmOn(c clock.Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, tick func(gen uint64) any) {
 	t.armOn(c, s, d, pid, tick)
 }
 
 // SendAfter sends msg to pid through s once d has passed on clock c, unless
 // the returned stop is called first.
-func SendAfter(c Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, msg any) (stop func()) {
+func SendAfter(c clock.Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, msg any) (stop func()) {
 	return sendAfter(c, s, d, pid, msg)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/internal/clock"
 )
 
 // timer is one re-armable one-shot send, the only way the actors wait
@@ -27,7 +28,7 @@ func (t *timer) arm(s *scheduler.TimerScheduler, d time.Duration, pid *actor.PID
 
 // armOn (re)starts the timer on clock c: after d, tick(gen) is sent to pid
 // through s.
-func (t *timer) armOn(c Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, tick func(gen uint64) any) {
+func (t *timer) armOn(c clock.Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, tick func(gen uint64) any) {
 	t.stop()
 	t.cancel = sendAfter(c, s, d, pid, tick(t.next()))
 }
@@ -59,6 +60,6 @@ func (t *timer) stop() {
 // sendAfter sends msg to pid through s once d has passed on clock c, unless
 // the returned stop is called first (as scheduler.SendOnce does on the
 // system's clock).
-func sendAfter(c Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, msg any) (stop func()) {
+func sendAfter(c clock.Clock, s actor.SenderContext, d time.Duration, pid *actor.PID, msg any) (stop func()) {
 	return c.AfterFunc(max(d, 0), func() { s.Send(pid, msg) })
 }

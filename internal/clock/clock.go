@@ -1,12 +1,15 @@
-package engine
+// Package clock is the time an engine keeps: the Clock interface its lease
+// actors, renewer and alarms read and arm, and the system's clock behind it.
+// Tests drive the fake one in clocktest.
+package clock
 
 import "time"
 
-// Clock is the one time an engine keeps (Config.Clock): what the lease
-// actors, the renewer and the alarm heaps read as now, the timer each
-// renewer and alarm heap arms, and the lease actors' own timers (retries,
-// wait timeouts). The engine runs on the system's (systemClock); tests drive
-// a fake one, firing at the armed time without an OS timer.
+// Clock is the one time an engine keeps: what the lease actors, the renewer
+// and the alarm heaps read as now, the timer each renewer and alarm heap
+// arms, and the lease actors' own timers (retries, wait timeouts). The
+// engine runs on the system's (System); tests drive a fake one
+// (clocktest.Fake), firing at the armed time without an OS timer.
 type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that is not armed.
@@ -26,17 +29,17 @@ type Timer interface {
 	Stop()
 }
 
-// systemClock is the system's monotonic clock and its runtime timers.
-type systemClock struct{}
+// System is the system's monotonic clock and its runtime timers.
+type System struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func (System) Now() time.Time { return time.Now() }
 
-func (systemClock) AfterFunc(d time.Duration, f func()) (stop func()) {
+func (System) AfterFunc(d time.Duration, f func()) (stop func()) {
 	t := time.AfterFunc(d, f)
 	return func() { t.Stop() }
 }
 
-func (systemClock) NewTimer() Timer {
+func (System) NewTimer() Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return systemTimer{t}

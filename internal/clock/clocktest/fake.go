@@ -1,19 +1,22 @@
-package engine
+// Package clocktest is a clock.Clock that moves only when a test says.
+package clocktest
 
 import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/clock"
 )
 
-// FakeClock is a Clock that moves only when a test says (the engine runs
+// Fake is a clock.Clock that moves only when a test says (the engine runs
 // on the system's; the model tests and the lease actor's transition table
 // run on this one). Its timers never
 // fire by themselves. A model test with one timer (a renewer or an alarm
 // heap) reads when it is armed and calls the owner's fire at that time; a
 // test of a whole engine calls advance, which fires every timer and
 // AfterFunc due on the way, in order of time.
-type FakeClock struct {
+type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timer  *fakeTimer   // the latest made (the model tests make one)
@@ -21,17 +24,17 @@ type FakeClock struct {
 	funcs  []*fakeFunc  // AfterFuncs not yet run nor stopped
 }
 
-// NewFakeClock returns a FakeClock at the system's now.
-func NewFakeClock() *FakeClock { return &FakeClock{now: time.Now()} }
+// New returns a Fake at the system's now.
+func New() *Fake { return &Fake{now: time.Now()} }
 
-func (c *FakeClock) Now() time.Time {
+func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // Set moves the clock to t (never back).
-func (c *FakeClock) Set(t time.Time) {
+func (c *Fake) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t.After(c.now) {
@@ -40,7 +43,7 @@ func (c *FakeClock) Set(t time.Time) {
 }
 
 // NewTimer returns a new timer; its C receives only from advance.
-func (c *FakeClock) NewTimer() Timer {
+func (c *Fake) NewTimer() clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timer = &fakeTimer{c: c, ch: make(chan time.Time, 1)}
@@ -56,7 +59,7 @@ type fakeFunc struct {
 
 // AfterFunc records f, to be run by advance (on the test's goroutine) once
 // the clock reaches now+d.
-func (c *FakeClock) AfterFunc(d time.Duration, f func()) (stop func()) {
+func (c *Fake) AfterFunc(d time.Duration, f func()) (stop func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ff := &fakeFunc{at: c.now.Add(max(d, 0)), f: f}
@@ -69,7 +72,7 @@ func (c *FakeClock) AfterFunc(d time.Duration, f func()) (stop func()) {
 }
 
 // Armed is when the latest timer is armed for (ok false: it is not).
-func (c *FakeClock) Armed() (at time.Time, ok bool) {
+func (c *Fake) Armed() (at time.Time, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.timer.at, c.timer.on
@@ -79,7 +82,7 @@ func (c *FakeClock) Armed() (at time.Time, ok bool) {
 // AfterFunc on the way, earliest first: a timer then fires (its C
 // receives), an AfterFunc runs here. Something armed while it runs, for a
 // time within d, fires too.
-func (c *FakeClock) Advance(d time.Duration) {
+func (c *Fake) Advance(d time.Duration) {
 	c.mu.Lock()
 	end := c.now.Add(d)
 	c.mu.Unlock()
@@ -126,7 +129,7 @@ func (c *FakeClock) Advance(d time.Duration) {
 }
 
 type fakeTimer struct {
-	c  *FakeClock
+	c  *Fake
 	ch chan time.Time
 	at time.Time
 	on bool
@@ -152,7 +155,7 @@ func (t *fakeTimer) Stop() {
 // where it is, if that has passed, as a timer armed for the past fires at
 // once) and disarms the timer, as a real one is once it has fired. It
 // reports false when the timer is not armed.
-func (c *FakeClock) FireAt() (now time.Time, ok bool) {
+func (c *Fake) FireAt() (now time.Time, ok bool) {
 	at, ok := c.Armed()
 	if !ok {
 		return time.Time{}, false
@@ -160,4 +163,11 @@ func (c *FakeClock) FireAt() (now time.Time, ok bool) {
 	c.Set(at)
 	c.timer.Stop()
 	return c.Now(), true
+}
+
+// Waiting is how many AfterFuncs wait to run.
+func (c *Fake) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.funcs)
 }
