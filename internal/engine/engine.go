@@ -161,9 +161,7 @@ func (e *Engine) Holdings() []*lease.Holding { return e.router.holdings() }
 // blocked could be blocking the very goroutine that runs what it waits for.
 func (e *Engine) Stop() {
 	e.router.closing.Store(true) // nothing spawns from now on
-	for _, pid := range e.router.all(false) {
-		e.root.Stop(pid)
-	}
+	forEachPID(e.router.all(false), e.root.Stop)
 	e.leases.Wait() // quick: lease actors never block, and after Shutdown they hold nothing
 	close(e.stopped)
 	e.root.Stop(e.registry)

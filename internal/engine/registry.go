@@ -55,9 +55,8 @@ func (r *registry) Receive(ctx actor.Context) {
 		for _, pid := range pids {
 			r.shutdownWait[pid.Id] = struct{}{}
 		}
-		for _, pid := range pids {
-			ctx.Send(pid, m)
-		}
+		// From the root context, not ctx: forEachPID's goroutines send.
+		forEachPID(pids, func(pid *actor.PID) { r.e.root.Send(pid, m) })
 		r.checkShutdown()
 	case *messages.ShutdownDone:
 		delete(r.shutdownWait, m.PID.Id)
