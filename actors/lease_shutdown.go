@@ -76,7 +76,7 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 	}
 	a.waiters = nil
 	if c := a.cur; c != nil {
-		if a.cfg.Closing() {
+		if a.e.Closing() {
 			// Close's context ended before this actor handled Shutdown:
 			// the holding ends as Close ends it, released; its release
 			// is not sent, and the store frees the key at its TTL.

@@ -129,7 +129,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 	case r.Err != nil:
 		a.removeAt(0)
 		err := acquireError(m, r.Err)
-		if shut || a.cfg.Closing() {
+		if shut || a.e.Closing() {
 			// Closing: the call was cancelled by Close (whose Shutdown may
 			// still be on its way to this actor), or failed meanwhile.
 			err = messages.ErrClosed
@@ -182,7 +182,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 		if w.queued {
 			pickup = a.cfg.PickupWindow(m.TTL)
 		}
-		delay := engine.PollDelay(w.refusals, a.cfg.ReleasesWatched(), pickup, a.cfg.HandOffsWatched(), r.Grant.HolderExpiresIn)
+		delay := engine.PollDelay(w.refusals, a.e.ReleasesWatched(), pickup, a.e.HandOffsWatched(), r.Grant.HolderExpiresIn)
 		a.retryT.ArmOn(a.cfg.Time(), a.e.Root(), delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
 		w.refusals++
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -56,6 +57,12 @@ type backendActor struct {
 	// shards appear: a shard that stops answering holds back only its own.
 	queues  map[string]*coalescer
 	sharded bool // Info.Sharded: ask the backend for each key's shard
+
+	// releasesWatched is true while the backend announces releases
+	// (waiters poll less often then); handOffsWatched while the store's
+	// hand-off notices to this Manager are watched (queued waiters then
+	// poll only as a fallback). Each is written by its watch alone.
+	releasesWatched, handOffsWatched atomic.Bool
 }
 
 func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), handOff func(backend.HandOff), done chan struct{}, wg *sync.WaitGroup) *backendActor {
@@ -120,10 +127,10 @@ func (a *backendActor) Receive(ctx actor.Context) {
 			a.startWorkers()
 		}
 		if a.cfg.info.AnnouncesReleases {
-			a.cfg.releasesWatched.Store(true)
+			a.releasesWatched.Store(true)
 			a.wg.Go(func() {
 				err := a.cfg.Backend.WatchReleases(a.base, a.notice)
-				a.cfg.releasesWatched.Store(false)
+				a.releasesWatched.Store(false)
 				switch {
 				case a.base.Err() != nil:
 				case errors.Is(err, errors.ErrUnsupported): // switched off: waiters poll
@@ -134,8 +141,8 @@ func (a *backendActor) Receive(ctx actor.Context) {
 		}
 		if a.cfg.handOffNotices {
 			a.wg.Go(func() {
-				err := a.cfg.Backend.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.cfg.handOffsWatched.Store(true) })
-				a.cfg.handOffsWatched.Store(false)
+				err := a.cfg.Backend.WatchHandOffs(a.base, a.cfg.address(), a.handOff, func() { a.handOffsWatched.Store(true) })
+				a.handOffsWatched.Store(false)
 				switch {
 				case a.base.Err() != nil:
 				case errors.Is(err, errors.ErrUnsupported): // switched off: queued waiters poll

@@ -38,12 +38,9 @@ type Config struct {
 
 	// closing is set by Engine.Shutdown before anything else: a lease
 	// actor stopped before it handled Shutdown (Close's context had ended)
-	// ends its holding as released, not lost.
+	// ends its holding as released, not lost, and a call Shutdown cancels
+	// is no failure of the store's (observe).
 	closing atomic.Bool
-
-	// releasesWatched is true while the backend announces releases; waiters
-	// poll less often then.
-	releasesWatched atomic.Bool
 
 	// Pickup is the pickup window of a hand-off to this Manager's waiters
 	// on a Queue store (0: DefaultPickup); a lease's is at most a quarter
@@ -55,10 +52,6 @@ type Config struct {
 	// (Info.HandOffNotices).
 	info                  backend.Info
 	queue, handOffNotices bool
-	// handOffsWatched is true while the store's hand-off notices to this Manager
-	// are watched; queued waiters then poll only as a fallback.
-	handOffsWatched atomic.Bool
-
 	// instance and attempts make attempt identities: unique across
 	// processes (instance is random) and cheap (a counter, not a random
 	// number per attempt).

@@ -28,6 +28,7 @@ type Engine struct {
 	renewer *renewer
 	hub     *actor.PID
 	backend *actor.PID
+	back    *backendActor // the backend actor itself, for the watches' flags
 	// registry is the parent of nothing (lease actors are spawned from the
 	// root: protoactor's child set keeps a stopped child's PID, and through
 	// it the whole actor, in its backing array) but the supervisor of all.
@@ -70,6 +71,7 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 	}
 	e.hub = root.Spawn(props(newHub))
 	back := newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG)
+	e.back = back
 	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, back.renewBatch,
 		func(pid *actor.PID, res *messages.BackendResult) { root.Send(pid, res) }, cfg.Metrics)
 	back.renewed = e.renewer.answer

@@ -78,7 +78,7 @@ func (t *timer) Fired(gen uint64) bool { return t.fired(gen) }
 func (t *timer) Stop()                 { t.stop() }
 
 // Closing reports whether Shutdown has begun.
-func (c *Config) Closing() bool { return c.closing.Load() }
+func (e *Engine) Closing() bool { return e.cfg.closing.Load() }
 
 // Queue reports whether the store keeps a waiter queue; HandOffNotices
 // whether it also sends hand-off notices.
@@ -94,8 +94,8 @@ func (c *Config) Inline() bool { return c.info.Inline }
 
 // ReleasesWatched reports whether the backend's release announcements are
 // watched now; HandOffsWatched whether this Manager's hand-off notices are.
-func (c *Config) ReleasesWatched() bool { return c.releasesWatched.Load() }
-func (c *Config) HandOffsWatched() bool { return c.handOffsWatched.Load() }
+func (e *Engine) ReleasesWatched() bool { return e.back.releasesWatched.Load() }
+func (e *Engine) HandOffsWatched() bool { return e.back.handOffsWatched.Load() }
 
 // PickupWindow is the pickup window of a lease of ttl.
 func (c *Config) PickupWindow(ttl time.Duration) time.Duration { return c.pickupWindow(ttl) }
