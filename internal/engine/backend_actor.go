@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,8 +77,12 @@ func newBackendActor(cfg *Config, root *actor.RootContext, notice func(string), 
 	a := &backendActor{cfg: cfg, root: root, notice: notice, handOff: handOff, done: done, wg: wg, inline: inline,
 		base: base, cancel: cancel, calls: calls, cancelCalls: cancelCalls, sem: make(chan struct{}, n)}
 	a.sharded = cfg.info.Sharded
-	if !inline {
-		a.work = make(chan func()) // here, not at Started: the renewer sends to it from its own goroutine
+	// Made here, not at Started: the renewer sends to it from its own
+	// goroutine.
+	if inline {
+		a.work = make(chan func(), inlineQueue)
+	} else {
+		a.work = make(chan func())
 	}
 	if !inline && cfg.info.Batches {
 		a.queues = map[string]*coalescer{}
@@ -123,9 +128,7 @@ func callKey(c *backend.Call) string {
 func (a *backendActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if !a.inline {
-			a.startWorkers()
-		}
+		a.startWorkers()
 		if a.cfg.info.AnnouncesReleases {
 			a.releasesWatched.Store(true)
 			a.wg.Go(func() {
@@ -209,8 +212,19 @@ func (a *backendActor) reply(m *messages.BackendCall, res messages.BackendResult
 // measured on Redis, that stack copying cost more than the engine's messages.
 const callWorkers = 16
 
+// An Inline backend (memory) never waits, so more goroutines than cores
+// only contend for its locks and the renewer's: its calls (the renewer's
+// batches) queue, up to inlineQueue of them, for one worker per core. Under
+// a renewal load beyond the cores, a goroutine per batch had them fight for
+// those locks until throughput collapsed and held leases were lost in bulk.
+const inlineQueue = 1 << 12
+
 func (a *backendActor) startWorkers() {
-	for range callWorkers {
+	n := callWorkers
+	if a.inline {
+		n = runtime.GOMAXPROCS(0)
+	}
+	for range n {
 		a.wg.Go(func() {
 			for fn := range a.work {
 				a.bounded(fn)
@@ -219,9 +233,10 @@ func (a *backendActor) startWorkers() {
 	}
 }
 
-// exec runs fn (one call, or one batch) off the mailbox: on an idle worker, or
-// on a goroutine of its own when every worker is busy, never more than
-// MaxInFlight at once (goroutines, not the mailbox, wait for a slot).
+// exec runs fn (one call, or one batch) off the mailbox: on an idle worker
+// (for an Inline backend, queued for one), or on a goroutine of its own when
+// every worker is busy (the queue full), never more than MaxInFlight at once
+// (goroutines, not the mailbox, wait for a slot).
 func (a *backendActor) exec(fn func()) {
 	select {
 	case a.work <- fn:

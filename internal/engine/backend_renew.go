@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
@@ -65,6 +66,9 @@ func (a *backendActor) shardGroups(batch []sentRenewal) [][]sentRenewal {
 func (a *backendActor) renewGroup(batch []sentRenewal) {
 	calls := a.callsCtx()
 	a.exec(func() {
+		if batch = a.dropExpired(batch); len(batch) == 0 {
+			return
+		}
 		if len(batch) == 1 {
 			n := &batch[0]
 			res := perform(a.cfg, calls, false, &messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline,
@@ -90,6 +94,29 @@ func (a *backendActor) renewGroup(batch []sentRenewal) {
 		}
 		a.renewed(batch, results, err)
 	})
+}
+
+// dropExpired answers at once, as failed, the renewals of batch whose local
+// deadline passed while they waited for a worker (their holdings are lost
+// whatever the store would say), and returns the others: under overload the
+// round trips go to the leases that can still be kept, rather than to the
+// renewals queued longest, which would all come too late.
+func (a *backendActor) dropExpired(batch []sentRenewal) []sentRenewal {
+	now := a.cfg.clock().Now()
+	i := slices.IndexFunc(batch, func(s sentRenewal) bool { return !now.Before(s.Deadline) })
+	if i < 0 {
+		return batch
+	}
+	var live, gone []sentRenewal
+	for _, s := range batch {
+		if now.Before(s.Deadline) {
+			live = append(live, s)
+		} else {
+			gone = append(gone, s)
+		}
+	}
+	a.renewed(gone, nil, context.DeadlineExceeded)
+	return live
 }
 
 // renewBatch calls b, turning a panic into a failed batch (see perform).

@@ -145,7 +145,7 @@ func (e *Engine) Shutdown(m *messages.Shutdown) {
 	e.root.Send(e.registry, m)
 }
 
-// Admit waits, under ctx, while renewals go out late (see pressure): a new
+// Admit waits, under ctx, while renewals are answered late (see pressure): a new
 // acquire must not take the time the leases already held need.
 func (e *Engine) Admit(ctx context.Context) error {
 	return e.renewer.pressure.admit(ctx, e.cfg.clock())

@@ -9,11 +9,13 @@ import (
 )
 
 // pressure is how a Manager puts its held leases before new ones: while
-// renewals go out late, new acquires wait. The renewer judges it at each
-// firing: a renewal sent more than half of its slack late (the time from its
-// due time to its local deadline) means the process, or the store, no longer
-// keeps up with the renewals, and every lease granted now would add to that
-// load while the leases already held are lost one after another.
+// renewals are answered late, new acquires wait. The renewer judges it at
+// each batch's answers: a renewal answered more than half of its slack late
+// (the time from its due time to its local deadline) means the process, or
+// the store, no longer keeps up with the renewals, and every lease granted
+// now would add to that load while the leases already held are lost one
+// after another. It is judged at the answer, not when the renewal goes: the
+// timer sends on time while the calls queue behind it.
 //
 // Its one writer is the renewer; Acquire reads it.
 type pressure struct {
@@ -27,21 +29,23 @@ type pressure struct {
 // going out late and lapses on its own when none is due.
 const pressureHold = 5 * slotWidth
 
-// judge records one firing at now: late says whether a renewal went out
-// more than half its slack late, sent whether any went at all.
-func (p *pressure) judge(now time.Time, late, sent bool) {
+// judge records the answers to one batch at now: late says whether a
+// renewal was answered more than half its slack late, answered whether any
+// was answered at all.
+func (p *pressure) judge(now time.Time, late, answered bool) {
 	switch {
 	case late:
 		p.until.Store(now.Add(pressureHold).UnixNano())
-	case sent:
+	case answered:
 		p.until.Store(0)
 	}
 }
 
-// lateBy reports whether n, sent at now, went more than half its slack late.
-func lateBy(n *renewal, now time.Time) bool {
-	late := now.Sub(n.due)
-	return late > 0 && late > n.Call.Deadline.Sub(n.due)/2
+// lateAt reports whether s, answered at now, came more than half its slack
+// late.
+func (s *sentRenewal) lateAt(now time.Time) bool {
+	late := now.Sub(s.Due)
+	return late > 0 && late > s.Deadline.Sub(s.Due)/2
 }
 
 // admit waits, under ctx, until acquires may go (at once while renewals keep

@@ -6,23 +6,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
+	"github.com/leasehold/leasehold/messages"
 )
 
-// A renewal sent more than half its slack late holds acquires back until
-// renewals go out on time again, or the hold lapses; one sent on time holds
-// nothing back.
+// A renewal answered more than half its slack late holds acquires back until
+// renewals are answered on time again, or the hold lapses; one answered on
+// time holds nothing back. A renewal sent on time but answered late counts
+// as late: the calls, not the timer, are what falls behind under load.
 func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 	clock := clocktest.New()
-	r := newRenewer(clock, 10, time.Millisecond, func([]sentRenewal) {}, nil, nil)
+	var sent []sentRenewal
+	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },
+		func(*actor.PID, *messages.BackendResult) {}, nil)
 	t.Cleanup(r.stop)
 	t0 := clock.Now()
+	// goAt sends n, due at `at`, on time; answerAt answers it at `at`.
+	goAt := func(n *renewal, at time.Time) {
+		t.Helper()
+		r.schedule(n, at, 0)
+		clock.Set(at)
+		sent = nil
+		r.fire()
+		if len(sent) != 1 {
+			t.Fatalf("renewal %d not sent when due", n.Call.Seq)
+		}
+	}
+	answerAt := func(at time.Time) {
+		clock.Set(at)
+		r.answer(sent, make([]backend.RenewResult, len(sent)), nil)
+	}
 
 	onTime := newRenewal(1)
 	onTime.Call.Deadline = t0.Add(3 * time.Second) // slack 2s from its due time
-	r.schedule(onTime, t0.Add(time.Second), 0)
-	clock.Set(t0.Add(1900 * time.Millisecond)) // 0.9s late: within half its slack
-	r.fire()
+	goAt(onTime, t0.Add(time.Second))
+	answerAt(t0.Add(1900 * time.Millisecond)) // 0.9s late: within half its slack
 	if r.pressure.behind(clock) {
 		t.Fatal("a renewal within half its slack holds acquires back")
 	}
@@ -32,11 +52,10 @@ func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 
 	late := newRenewal(2)
 	late.Call.Deadline = t0.Add(4 * time.Second) // slack 2s from its due time
-	r.schedule(late, t0.Add(2*time.Second), 0)
-	clock.Set(t0.Add(3100 * time.Millisecond)) // 1.1s late
-	r.fire()
+	goAt(late, t0.Add(2*time.Second))
+	answerAt(t0.Add(3100 * time.Millisecond)) // sent on time, answered 1.1s late
 	if !r.pressure.behind(clock) {
-		t.Fatal("a renewal more than half its slack late holds nothing back")
+		t.Fatal("a renewal answered more than half its slack late holds nothing back")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -61,19 +80,17 @@ func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 		t.Fatal("still held back after the hold lapsed")
 	}
 
-	// A firing that sends every renewal on time lifts the hold at once.
+	// Answers that all come on time lift the hold at once.
 	again, prompt := newRenewal(3), newRenewal(4)
 	again.Call.Deadline = clock.Now().Add(time.Second)
-	r.schedule(again, clock.Now(), 0)
-	clock.Set(clock.Now().Add(900 * time.Millisecond))
-	r.fire()
+	goAt(again, clock.Now())
+	answerAt(clock.Now().Add(900 * time.Millisecond))
 	if !r.pressure.behind(clock) {
 		t.Fatal("late again, but nothing held back")
 	}
 	prompt.Call.Deadline = clock.Now().Add(2 * time.Second)
-	r.schedule(prompt, clock.Now().Add(time.Millisecond), 0)
-	clock.Set(clock.Now().Add(time.Millisecond))
-	r.fire()
+	goAt(prompt, clock.Now().Add(time.Millisecond))
+	answerAt(clock.Now().Add(time.Millisecond))
 	if r.pressure.behind(clock) {
 		t.Error("renewals on time again, but acquires still held back")
 	}

@@ -62,8 +62,8 @@ type renewer struct {
 	armedAt time.Time // of t; zero when t is not armed
 	stopped bool
 
-	// pressure holds acquires back while renewals go out late (judged at
-	// each firing).
+	// pressure holds acquires back while renewals are answered late
+	// (judged at each batch's answers).
 	pressure pressure
 
 	done    chan struct{}  // closed by stop
@@ -130,6 +130,7 @@ type renewCall struct {
 type sentRenewal struct {
 	Seq      uint64
 	Renew    backend.RenewRequest
+	Due      time.Time // when it was due
 	Deadline time.Time
 	ReplyTo  *actor.PID
 	n        *renewal
@@ -138,7 +139,7 @@ type sentRenewal struct {
 // sending is n as it goes now.
 func (n *renewal) sending() sentRenewal {
 	h := n.Holding
-	return sentRenewal{Seq: n.Call.Seq, Deadline: n.Call.Deadline, ReplyTo: n.Call.ReplyTo, n: n,
+	return sentRenewal{Seq: n.Call.Seq, Due: n.due, Deadline: n.Call.Deadline, ReplyTo: n.Call.ReplyTo, n: n,
 		Renew: backend.RenewRequest{Key: h.Key, Owner: h.Owner, Attempt: h.Attempt, Token: h.Token, TTL: n.Call.TTL}}
 }
 
@@ -306,7 +307,6 @@ func (r *renewer) fire() {
 	now := r.clock.Now()
 	r.armedAt = time.Time{}
 	var next time.Time // when the first renewal kept back is due
-	late, sent := false, false
 	// Buckets in slot order, as long as their renewals may go early now.
 	for len(r.slots) > 0 && !r.slotStart(r.slots[0]).After(now.Add(r.window)) {
 		slot := r.slots[0]
@@ -326,8 +326,6 @@ func (r *renewer) fire() {
 				continue
 			}
 			n.pos, n.sent, n.state = -1, now, renewalSent
-			sent = true
-			late = late || lateBy(n, now)
 			if batch == nil {
 				batch = make([]sentRenewal, 0, min(r.size, len(b)))
 			}
@@ -351,7 +349,6 @@ func (r *renewer) fire() {
 	if batch != nil {
 		batches = append(batches, batch)
 	}
-	r.pressure.judge(now, late, sent)
 	if len(r.slots) > 0 {
 		// A bucket kept back has started already (at is now or
 		// earlier): the timer waits for its first due time, not for
@@ -371,26 +368,61 @@ func (r *renewer) fire() {
 // answer handles the answers to batch: results, one per renewal, or err for
 // all of them. It runs on the goroutine that made the round trip.
 func (r *renewer) answer(batch []sentRenewal, results []backend.RenewResult, err error) {
+	// Under the lock, which confirmations are the renewer's to write, and
+	// what to write (the renewal's fields are the actor's again once it takes
+	// it back); then the writes, outside the lock, as each reads a holding
+	// elsewhere in memory; then, under the lock again, the next renewals. A
+	// renewal the actor took back meanwhile gets its answer too: the same
+	// confirmation written twice changes nothing.
+	type write struct {
+		i     int
+		h     *lease.Holding
+		sent  time.Time
+		every time.Duration
+		ok    bool
+	}
+	var writes []write
 	var forward []int // the answers that go to their lease actors
+	r.mu.Lock()
+	for i, s := range batch {
+		n := s.n
+		if err == nil && results[i].Err == nil && n.state == renewalSent && n.Auto {
+			writes = append(writes, write{i: i, h: n.Holding, sent: n.sent, every: n.Every})
+			continue
+		}
+		if n.state == renewalSent {
+			n.state = renewalAnswered
+		}
+		forward = append(forward, i)
+	}
+	r.mu.Unlock()
+	for k := range writes {
+		w, s := &writes[k], &batch[writes[k].i]
+		w.ok = w.h.Renewed(LocalDeadline(w.sent, s.Renew.TTL), results[w.i].Grant.ExpiresAt, s.Renew.TTL, w.every)
+	}
 	renewed := 0
 	r.mu.Lock()
 	now := r.clock.Now()
-	for i, s := range batch {
-		n := s.n
-		if err != nil || results[i].Err != nil || n.state != renewalSent || !n.Auto ||
-			!n.Holding.Renewed(LocalDeadline(n.sent, s.Renew.TTL), results[i].Grant.ExpiresAt, s.Renew.TTL, n.Every) {
+	late := false
+	for i := range batch {
+		late = late || batch[i].lateAt(now)
+	}
+	for _, w := range writes {
+		n := batch[w.i].n
+		if !w.ok || n.state != renewalSent {
 			if n.state == renewalSent {
 				n.state = renewalAnswered
 			}
-			forward = append(forward, i)
+			forward = append(forward, w.i)
 			continue
 		}
 		renewed++
-		n.Call.Deadline = LocalDeadline(n.sent, s.Renew.TTL)
+		n.Call.Deadline = LocalDeadline(w.sent, batch[w.i].Renew.TTL)
 		if !r.stopped {
-			r.scheduleLocked(n, now.Add(Spread(n.Every)), n.Every/10)
+			r.scheduleLocked(n, now.Add(Spread(w.every)), w.every/10)
 		}
 	}
+	r.pressure.judge(now, late, len(batch) > 0)
 	r.mu.Unlock()
 	for range renewed {
 		r.metrics.renewed(true)
