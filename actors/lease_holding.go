@@ -222,7 +222,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 // renewer's confirmation are one step each, so the two never disagree on
 // whether the deadline passed.)
 func (a *leaseActor) onHoldTick(ctx actor.Context) {
-	if _, live := a.cur.h.Live(); !live {
+	if a.cur.h.Err() != nil { // the deadline passed (Err ends it as lost then), or the handle released it
 		a.lose(ctx, lease.ReasonExpired, lease.ErrDeadlinePassed)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/backend/memory"
 	lhpostgres "github.com/leasehold/leasehold/backend/postgres"
 	lhredis "github.com/leasehold/leasehold/backend/redis"
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // Scale mode: one process acquires N leases and keeps them alive for a while;
@@ -174,7 +175,7 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 		return res, err
 	}
 	rt0, rn0, cpu0, t0 := counts.roundTrips.Load(), counts.renewals.Load(), scaleCPU(), time.Now()
-	err = scaleSleep(ctx, c.Duration)
+	err = backoff.Sleep(ctx, c.Duration)
 	stopProfile()
 	if err != nil {
 		return res, err
@@ -240,7 +241,7 @@ func scaleGoroutinePerLock(ctx context.Context, c scaleConfig, prefix string, pr
 	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	progress(fmt.Sprintf("goroutine-per-lock: %d locks held after %.2fs; renewing them for %v", c.Leases, res.AcquireAllSec, c.Duration))
 	rn0, cpu0, t0 := renewals.Load(), scaleCPU(), time.Now()
-	err = scaleSleep(ctx, c.Duration)
+	err = backoff.Sleep(ctx, c.Duration)
 	secs := time.Since(t0).Seconds()
 	res.RenewalsPerSec = float64(renewals.Load()-rn0) / secs
 	res.RoundTripsPerSec = res.RenewalsPerSec
@@ -293,7 +294,7 @@ func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress 
 	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	progress(fmt.Sprintf("redislock: %d locks held after %.2fs; refreshing them for %v", c.Leases, res.AcquireAllSec, c.Duration))
 	rt0, rn0, cpu0, t0 := roundTrips.Load(), refreshes.Load(), scaleCPU(), time.Now()
-	err = scaleSleep(ctx, c.Duration)
+	err = backoff.Sleep(ctx, c.Duration)
 	secs := time.Since(t0).Seconds()
 	res.RoundTripsPerSec = float64(roundTrips.Load()-rt0) / secs
 	res.RenewalsPerSec = float64(refreshes.Load()-rn0) / secs
@@ -348,17 +349,6 @@ func scaleParallel(ctx context.Context, n, workers int, fn func(i int) error) er
 		first = ctx.Err()
 	}
 	return first
-}
-
-func scaleSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func scaleHeap() uint64 {

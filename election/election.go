@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // Callbacks are what Run calls as leadership comes and goes. Any may be nil.
@@ -85,7 +86,7 @@ type runner struct {
 }
 
 func (r *runner) run(ctx context.Context) error {
-	backoff := newBackoff()
+	pace := newBackoff()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -94,7 +95,7 @@ func (r *runner) run(ctx context.Context) error {
 		var busy *leasehold.NotAcquiredError
 		switch {
 		case err == nil:
-			backoff.reset()
+			pace.reset()
 			r.newLeader(r.m.Owner())
 			r.lead(ctx, lease)
 		case errors.As(err, &busy):
@@ -106,7 +107,7 @@ func (r *runner) run(ctx context.Context) error {
 		case errors.Is(err, leasehold.ErrInvalidName), errors.Is(err, leasehold.ErrInvalidOption), errors.Is(err, leasehold.ErrClosed):
 			return err
 		default: // the backend failed: campaign again after a pause
-			if !sleep(ctx, backoff.next()) {
+			if backoff.Sleep(ctx, pace.next()) != nil {
 				return nil
 			}
 		}
@@ -201,7 +202,7 @@ func Leader(ctx context.Context, m *leasehold.Manager, name string) (identity st
 // a bad name (ErrInvalidName) or a closed Manager (ErrClosed); a failing
 // store is asked again after a pause.
 func Observe(ctx context.Context, m *leasehold.Manager, name string, onNewLeader func(identity string)) error {
-	backoff := newBackoff()
+	pace := newBackoff()
 	first, last := true, ""
 	for {
 		id, _, err := Leader(ctx, m, name)
@@ -211,32 +212,20 @@ func Observe(ctx context.Context, m *leasehold.Manager, name string, onNewLeader
 		case errors.Is(err, leasehold.ErrInvalidName), errors.Is(err, leasehold.ErrClosed):
 			return err
 		case err != nil:
-			if !sleep(ctx, backoff.next()) {
+			if backoff.Sleep(ctx, pace.next()) != nil {
 				return nil
 			}
 			continue
 		}
-		backoff.reset()
+		pace.reset()
 		if first || id != last {
 			first, last = false, id
 			if onNewLeader != nil {
 				onNewLeader(id)
 			}
 		}
-		if !sleep(ctx, observeEvery) {
+		if backoff.Sleep(ctx, observeEvery) != nil {
 			return nil
 		}
-	}
-}
-
-// sleep waits for d, or for ctx to end (then it returns false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

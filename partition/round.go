@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // run is the member's own goroutine: a round now, then one every rebalance
@@ -36,7 +37,7 @@ func (mem *Member) run() {
 			mem.settling--
 			wait = min(wait, settleEvery)
 		}
-		if !sleep(mem.ctx, wait) {
+		if backoff.Sleep(mem.ctx, wait) != nil {
 			break
 		}
 	}
@@ -51,18 +52,6 @@ const settleRounds = 8
 
 // settleEvery is the most a settling member waits between rounds.
 const settleEvery = 250 * time.Millisecond
-
-// sleep waits for d, or for ctx to end (then it returns false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // round looks at the group once and moves towards the member's share. short
 // reports that the member stays below its share (no free item to take yet);

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/backoff"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/leasehold/leasehold/backend"
 )
 
 // Backend is the etcd lease store. It is safe for concurrent use.
@@ -159,7 +159,7 @@ func (b *Backend) Acquire(ctx context.Context, r backend.AcquireRequest) (backen
 			// has not applied the grant yet (the client spreads requests
 			// over the members). The transaction failed whole: try again.
 			notFound++
-			if err := sleepCtx(ctx, leaseLagPause); err != nil {
+			if err := backoff.Sleep(ctx, leaseLagPause); err != nil {
 				return backend.Grant{}, fmt.Errorf("etcd: acquire %q: %w", r.Key, err)
 			}
 			continue
@@ -388,15 +388,3 @@ const (
 	leaseLagTries = 10
 	leaseLagPause = 20 * time.Millisecond
 )
-
-// sleepCtx waits for d, or returns ctx's error when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

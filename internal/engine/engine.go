@@ -38,6 +38,7 @@ type Engine struct {
 	backDone chan struct{} // closed when the backend actor has stopped
 	leases   sync.WaitGroup
 	backWG   sync.WaitGroup // the backend actor's goroutines
+	tellWG   sync.WaitGroup // the registry's goroutines telling lease actors of Shutdown
 
 	// leaseProps is shared by every lease actor (Props per actor would cost
 	// a tenth of a held lease's memory); its producer, which protoactor
@@ -168,6 +169,7 @@ func (e *Engine) Stop() {
 	close(e.stopped)
 	e.root.Stop(e.registry)
 	<-e.regDone
+	e.tellWG.Wait()
 	for _, s := range e.alarms {
 		s.stop()
 	}

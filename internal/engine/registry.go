@@ -55,8 +55,10 @@ func (r *registry) Receive(ctx actor.Context) {
 		for _, pid := range pids {
 			r.shutdownWait[pid.Id] = struct{}{}
 		}
-		// From the root context, not ctx: forEachPID's goroutines send.
-		forEachPID(pids, func(pid *actor.PID) { r.e.root.Send(pid, m) })
+		// Off this Receive, which must not wait (the lease actors run on
+		// the goroutines that tell them); from the root context, not ctx.
+		// Engine.Stop waits for it.
+		r.e.tellWG.Go(func() { forEachPID(pids, func(pid *actor.PID) { r.e.root.Send(pid, m) }) })
 		r.checkShutdown()
 	case *messages.ShutdownDone:
 		delete(r.shutdownWait, m.PID.Id)

@@ -381,7 +381,7 @@ func (r *renewer) answer(batch []sentRenewal, results []backend.RenewResult, err
 		every time.Duration
 		ok    bool
 	}
-	var writes []write
+	writes := make([]write, 0, len(batch))
 	var forward []int // the answers that go to their lease actors
 	r.mu.Lock()
 	for i, s := range batch {

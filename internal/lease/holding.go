@@ -171,15 +171,6 @@ func (h *Holding) Renewed(deadline, expiresAt time.Time, ttl, every time.Duratio
 	return true
 }
 
-// Live reports the local deadline and whether the holding still stands (it
-// has not ended, and its deadline has not passed: then it ends as lost here).
-func (h *Holding) Live() (deadline time.Time, ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.checkDeadlineLocked()
-	return h.deadline, h.err == nil
-}
-
 // Confirmed is when the last acquire or renewal was confirmed (local clock),
 // the TTL it gave, and the period to the next automatic renewal after it.
 func (h *Holding) Confirmed() (at time.Time, ttl, every time.Duration) {
