@@ -34,7 +34,7 @@ type leaseActor struct {
 	immediate bool
 	unconfDue bool   // an unconfirmed release is due (unconfirmed.go)
 	handled   uint64 // commands received through the router
-	idleAt    uint64 // handled when it last reported itself idle
+	idleAt    uint64 // handled when it last reported itself idle (or able to sleep)
 	seq       uint64 // of the last backend call sent
 
 	waiters   []*waiter
@@ -64,8 +64,12 @@ type leaseActor struct {
 }
 
 func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
-	return &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.StoreKey(), immediate: e.Config().Inline(),
+	a := &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.StoreKey(), immediate: e.Config().Inline(),
 		clock: e.AlarmsFor(en.Key()), renewer: e.Renewer()}
+	if s, ok := en.TakeSleeper().(*sleeper); ok {
+		a.wakeFrom(s)
+	}
+	return a
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
@@ -81,11 +85,18 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.e.LeaseStopped()
 		return
 	case *stateQuery:
+		a.handled++ // through the router too
 		m.reply <- a.state
+		a.maySleep()
 		return
 	case *messages.Acquire, *messages.CancelWait, *messages.Renew, *messages.StopRenewing,
-		*messages.Release, *messages.ReleaseNotice, *messages.HandOffNotice, *messages.Shutdown:
+		*messages.Release, *messages.ReleaseNotice, *messages.HandOffNotice, *messages.Shutdown,
+		*messages.HoldTick:
 		a.handled++ // a command through the router
+	case *messages.BackendResult:
+		if m.Routed {
+			a.handled++ // the renewer's answer, through the router
+		}
 	}
 	a.now = a.cfg.Time().Now()
 	// Whatever the message, a holding past its local deadline is lost first:
@@ -314,6 +325,10 @@ func (a *leaseActor) onReleaseRetryTick(m *messages.ReleaseRetryTick) {
 // reports idleness or the end of a shutdown.
 func (a *leaseActor) settle(ctx actor.Context) {
 	a.settleObservers()
+	if a.state == held {
+		a.maySleep()
+		return
+	}
 	if a.state != idle && a.state != polling && a.state != closing {
 		return
 	}

@@ -125,7 +125,7 @@ func (a *leaseActor) scheduleRenewal(due time.Time, slack time.Duration) {
 	a.mayShorten(due.Add(-slack), c.ttl) // it is sent no earlier (the renewer may cap slack)
 	a.seq++
 	n := &c.next
-	n.Call.Seq, n.Call.ReplyTo, n.Call.Deadline, n.Call.TTL = a.seq, a.self, c.h.Deadline(), c.ttl
+	n.Call.Seq, n.Call.To, n.Call.Deadline, n.Call.TTL = a.seq, a.entry, c.h.Deadline(), c.ttl
 	n.Holding, n.Every = c.h, c.renewEvery // the renewal's key, owner, attempt and token are the holding's
 	n.Auto = c.auto && !c.handOff          // a hand-off's pickup renewal is this actor's to confirm
 	a.renewer.Schedule(n, due, slack)
@@ -233,7 +233,7 @@ func (a *leaseActor) onHoldTick(ctx actor.Context) {
 // as the renewer moves it on. (Its renewals are the renewer's.)
 func (a *leaseActor) armHold() {
 	if a.holdA == nil {
-		a.holdA = engine.NewAlarm(a.self, func(g uint64) any { return &messages.HoldTick{Gen: g} })
+		a.holdA = engine.NewAlarm(a.entry, func(g uint64) any { return &messages.HoldTick{Gen: g} })
 	}
 	a.clock.ArmDeadline(a.holdA, a.cur.h)
 }

@@ -56,12 +56,14 @@ func closedReleased(h *lease.Holding) error {
 	return fmt.Errorf("%w: lease %q (token %d) by Manager.Close", messages.ErrReleased, h.Name, h.Token)
 }
 
-// onStopping runs when the actor stops: normally idle, with nothing to do.
-// After a forced stop or a panic it still answers every waiter and ends the
-// holding, so no caller waits forever and no handle claims a key it no longer
-// renews.
+// onStopping runs when the actor stops: normally idle, or put to sleep
+// (sleeper.go), with nothing to do. After a forced stop or a panic it still
+// answers every waiter and ends the holding, so no caller waits forever and
+// no handle claims a key it no longer renews.
 func (a *leaseActor) onStopping(ctx actor.Context) {
-	a.e.Drop(a.entry) // commands from now on go to a new actor
+	if !a.e.Drop(a.entry, a.self) { // else commands from now on go to a new actor
+		return // asleep: the holding, its renewal and its alarm live on in the entry
+	}
 	if a.holdA != nil {
 		a.clock.Disarm(a.holdA)
 	}

@@ -53,8 +53,9 @@ type scaleResult struct {
 	RenewalsPerSec   float64 `json:"renewals_per_s"`
 	RoundTripsPerSec float64 `json:"round_trips_per_s"`
 	CPUCores         float64 `json:"cpu_cores"` // process CPU seconds per second of the hold phase
-	// HeapPerLease is the heap growth while acquiring, divided by the
-	// leases; SetupHeap is what the client and (for leasehold) the Manager
+	// HeapPerLease is the heap growth from before the first acquire to
+	// the end of the hold phase, every lease still held, divided by the
+	// leases (goroutine stacks are not heap); SetupHeap is what the client and (for leasehold) the Manager
 	// cost before the first acquire, counted apart since it does not grow
 	// with the leases.
 	HeapPerLease float64 `json:"heap_bytes_per_lease"`
@@ -167,7 +168,6 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 		return res, err
 	}
 	res.AcquireAllSec = time.Since(start).Seconds()
-	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	progress(fmt.Sprintf("leasehold: %d leases held after %.2fs; keeping them for %v", c.Leases, res.AcquireAllSec, c.Duration))
 
 	stopProfile, err := startCPUProfile(c.CPUProfile)
@@ -184,6 +184,7 @@ func scaleLeasehold(ctx context.Context, c scaleConfig, prefix string, progress 
 	res.RoundTripsPerSec = float64(counts.roundTrips.Load()-rt0) / secs
 	res.RenewalsPerSec = float64(counts.renewals.Load()-rn0) / secs
 	res.CPUCores = (scaleCPU() - cpu0).Seconds() / secs
+	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	for _, l := range leases {
 		if l.Err() != nil {
 			res.Losses++
@@ -238,7 +239,6 @@ func scaleGoroutinePerLock(ctx context.Context, c scaleConfig, prefix string, pr
 			})
 		})
 	}
-	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	progress(fmt.Sprintf("goroutine-per-lock: %d locks held after %.2fs; renewing them for %v", c.Leases, res.AcquireAllSec, c.Duration))
 	rn0, cpu0, t0 := renewals.Load(), scaleCPU(), time.Now()
 	err = backoff.Sleep(ctx, c.Duration)
@@ -246,6 +246,7 @@ func scaleGoroutinePerLock(ctx context.Context, c scaleConfig, prefix string, pr
 	res.RenewalsPerSec = float64(renewals.Load()-rn0) / secs
 	res.RoundTripsPerSec = res.RenewalsPerSec
 	res.CPUCores = (scaleCPU() - cpu0).Seconds() / secs
+	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	closing := time.Now()
 	stop()
 	wg.Wait()
@@ -291,7 +292,6 @@ func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress 
 			})
 		})
 	}
-	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	progress(fmt.Sprintf("redislock: %d locks held after %.2fs; refreshing them for %v", c.Leases, res.AcquireAllSec, c.Duration))
 	rt0, rn0, cpu0, t0 := roundTrips.Load(), refreshes.Load(), scaleCPU(), time.Now()
 	err = backoff.Sleep(ctx, c.Duration)
@@ -299,6 +299,7 @@ func scaleRedislock(ctx context.Context, c scaleConfig, prefix string, progress 
 	res.RoundTripsPerSec = float64(roundTrips.Load()-rt0) / secs
 	res.RenewalsPerSec = float64(refreshes.Load()-rn0) / secs
 	res.CPUCores = (scaleCPU() - cpu0).Seconds() / secs
+	res.HeapPerLease = float64(int64(scaleHeap())-int64(heap0)) / float64(c.Leases)
 	stop()
 	wg.Wait()
 	res.Losses = int(losses.Load())

@@ -33,11 +33,14 @@ type BackendCall struct {
 }
 
 // BackendResult answers a BackendCall (also one that went in a batch).
+// Routed: it came through the router, as the renewer's answers do (they may
+// wake a sleeping lease), not straight from the backend actor.
 type BackendResult struct {
-	Seq   uint64
-	Op    backend.Op
-	Grant backend.Grant
-	Err   error
+	Seq    uint64
+	Op     backend.Op
+	Grant  backend.Grant
+	Err    error
+	Routed bool
 }
 
 // IgnoreDeadLetterLogging marks the message as expected at a stopped actor

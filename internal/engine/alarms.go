@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/internal/clock"
 )
 
@@ -30,7 +29,7 @@ import (
 // that was replaced while it was on its way is told apart (as with timer).
 type alarms struct {
 	clock   clock.Clock
-	deliver func(pid *actor.PID, msg any) // the root context's Send
+	deliver func(to *entry, msg any) // Engine.sendTo
 
 	mu      sync.Mutex
 	h       alarmHeap
@@ -44,9 +43,9 @@ type alarms struct {
 	workers sync.WaitGroup
 }
 
-// tick is one alarm's message, on its way to its actor.
+// tick is one alarm's message, on its way to its lease.
 type tick struct {
-	pid *actor.PID
+	to  *entry
 	msg any
 }
 
@@ -59,7 +58,7 @@ type alarm struct {
 	gen   uint64 // of the current arming; 0 when not armed
 	last  uint64 // generations handed out
 	index int    // in the heap; -1 when not in it
-	pid   *actor.PID
+	to    *entry
 	tick  func(gen uint64) any
 	// follow, when set, is a deadline the alarm keeps up with: due, it
 	// moves to follow's deadline if that is later, without a tick (the
@@ -74,13 +73,13 @@ type deadliner interface{ Deadline() time.Time }
 
 // newAlarms returns a running alarm heap on clock that hands its ticks to
 // deliver.
-func newAlarms(clock clock.Clock, deliver func(pid *actor.PID, msg any)) *alarms {
+func newAlarms(clock clock.Clock, deliver func(to *entry, msg any)) *alarms {
 	s := &alarms{clock: clock, deliver: deliver, done: make(chan struct{}), t: clock.NewTimer(), ticks: make(chan tick, 1024)}
 	s.running.Go(s.run)
 	for range deliverers {
 		s.workers.Go(func() {
 			for t := range s.ticks {
-				s.deliver(t.pid, t.msg)
+				s.deliver(t.to, t.msg)
 			}
 		})
 	}
@@ -99,9 +98,9 @@ func (s *alarms) run() {
 	}
 }
 
-// newAlarm makes an alarm that sends tick(gen) to pid.
-func newAlarm(pid *actor.PID, tick func(gen uint64) any) *alarm {
-	return &alarm{index: -1, pid: pid, tick: tick}
+// newAlarm makes an alarm that sends tick(gen) to the lease of entry to.
+func newAlarm(to *entry, tick func(gen uint64) any) *alarm {
+	return &alarm{index: -1, to: to, tick: tick}
 }
 
 // arm (re)sets a to fire at `at`.
@@ -177,7 +176,7 @@ func (s *alarms) fire() {
 			}
 		}
 		heap.Pop(&s.h)
-		ticks = append(ticks, tick{a.pid, a.tick(a.gen)})
+		ticks = append(ticks, tick{a.to, a.tick(a.gen)})
 	}
 	s.armedAt = time.Time{}
 	s.rearmLocked()

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
 )
 
@@ -54,10 +53,10 @@ type alarmsModel struct {
 func runAlarmsModel(seed uint64, steps int) error {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	w := &alarmsModel{rng: rng, clock: clocktest.New(), ticks: make(chan modelTick, 4096)}
-	w.s = newAlarms(w.clock, func(_ *actor.PID, msg any) { w.ticks <- msg.(modelTick) })
+	w.s = newAlarms(w.clock, func(_ *entry, msg any) { w.ticks <- msg.(modelTick) })
 	n := 1 + rng.IntN(40)
 	for i := range n {
-		w.as = append(w.as, newAlarm(&actor.PID{Id: strconv.Itoa(i)}, func(gen uint64) any { return modelTick{i, gen} }))
+		w.as = append(w.as, newAlarm(&entry{key: strconv.Itoa(i)}, func(gen uint64) any { return modelTick{i, gen} }))
 	}
 	w.m = make([]modelAlarm, n)
 	for step := range steps {

@@ -48,12 +48,15 @@ func TestAlarmHeldByOneActorDelaysNoOther(t *testing.T) {
 	defer root.Stop(busyPID)
 	defer root.Stop(otherPID)
 
-	s := newAlarms(clock.System{}, root.Send)
+	pids := map[*entry]*actor.PID{}
+	s := newAlarms(clock.System{}, func(to *entry, msg any) { root.Send(pids[to], msg) })
 	defer s.stop()
 	release := sync.OnceFunc(func() { close(busy.hold) })
 	defer release() // before stop, whatever happens: stop waits for deliveries
 	tick := func(g uint64) any { return &tickMsg{gen: g} }
-	a, b := newAlarm(busyPID, tick), newAlarm(otherPID, tick)
+	busyEntry, otherEntry := &entry{key: "busy"}, &entry{key: "other"}
+	pids[busyEntry], pids[otherEntry] = busyPID, otherPID
+	a, b := newAlarm(busyEntry, tick), newAlarm(otherEntry, tick)
 	now := time.Now()
 	s.arm(a, now)
 	<-busy.got // a's deliverer is now held inside busy's handler
@@ -81,7 +84,7 @@ func (m *movable) set(t time.Time)     { m.mu.Lock(); m.at = t; m.mu.Unlock() }
 func TestAlarmFollowsADeadlineThatMovedOn(t *testing.T) {
 	clock := clocktest.New()
 	got := make(chan any, 4)
-	s := newAlarms(clock, func(_ *actor.PID, msg any) { got <- msg })
+	s := newAlarms(clock, func(_ *entry, msg any) { got <- msg })
 	defer s.stop()
 	t0 := clock.Now()
 	d := &movable{at: t0.Add(time.Second)}

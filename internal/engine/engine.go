@@ -68,13 +68,13 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 	// notice as soon as it starts.
 	e.router = newRouter(e.spawnLease)
 	for range max(2, min(8, runtime.GOMAXPROCS(0))) {
-		e.alarms = append(e.alarms, newAlarms(cfg.clock(), root.Send))
+		e.alarms = append(e.alarms, newAlarms(cfg.clock(), e.sendTo))
 	}
 	e.hub = root.Spawn(props(newHub))
 	back := newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG)
 	e.back = back
 	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, back.renewBatch,
-		func(pid *actor.PID, res *messages.BackendResult) { root.Send(pid, res) }, cfg.Metrics)
+		func(en *entry, res *messages.BackendResult) { e.sendTo(en, res) }, cfg.Metrics)
 	back.renewed = e.renewer.answer
 	e.backend = root.Spawn(props(func() actor.Actor { return back }))
 	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) })
@@ -102,7 +102,11 @@ func (e *Engine) alarmsFor(key string) *alarms {
 // It reports false when there is no such actor (or, closing, none may be
 // spawned); msg was not sent then.
 func (e *Engine) Send(key string, msg any, spawn bool) bool {
-	pid := e.router.route(key, spawn)
+	mode := routeWake
+	if spawn {
+		mode = routeSpawn
+	}
+	pid := e.router.route(key, mode)
 	if pid == nil {
 		return false
 	}
@@ -110,13 +114,29 @@ func (e *Engine) Send(key string, msg any, spawn bool) bool {
 	return true
 }
 
+// sendTo sends msg to en's lease actor, waking it if it sleeps; nothing when
+// en is no longer its key's entry (what msg was about has ended).
+func (e *Engine) sendTo(en *entry, msg any) {
+	if pid := e.router.routeTo(en, routeWake); pid != nil {
+		e.root.Send(pid, msg)
+	}
+}
+
+// sendLive sends msg to key's lease actor if one runs now: a notice, which a
+// sleeping lease (held, nobody waiting) would ignore.
+func (e *Engine) sendLive(key string, msg any) {
+	if pid := e.router.route(key, routeLive); pid != nil {
+		e.root.Send(pid, msg)
+	}
+}
+
 // notice wakes the waiters of key, if it has a lease actor, and those of
 // its holdings under a limit above 1 (groups.go).
 func (e *Engine) notice(key string) {
 	m := &messages.ReleaseNotice{Key: key}
-	e.Send(key, m, false)
+	e.sendLive(key, m)
 	for _, route := range e.router.groups.routes(key) {
-		e.Send(route, m, false)
+		e.sendLive(route, m)
 	}
 }
 
@@ -128,9 +148,9 @@ func (e *Engine) handOff(h backend.HandOff) {
 		return // not ours: another Manager's address collided with ours
 	}
 	m := &messages.HandOffNotice{HandOff: h}
-	e.Send(h.Key, m, false)
+	e.sendLive(h.Key, m)
 	for _, route := range e.router.groups.routes(h.Key) {
-		e.Send(route, m, false) // only the actor of h.Attempt takes it
+		e.sendLive(route, m) // only the actor of h.Attempt takes it
 	}
 }
 
@@ -152,6 +172,24 @@ func (e *Engine) Admit(ctx context.Context) error {
 	return e.renewer.pressure.admit(ctx, e.cfg.clock())
 }
 
+// Sweep retires the lease actors idle for a whole sweep period and puts to
+// sleep those of leases held with nothing to do (see router.sweep). The
+// registry runs it every idleSweep.
+func (e *Engine) Sweep() {
+	for _, pid := range e.router.sweep() {
+		e.root.Stop(pid)
+	}
+}
+
+// Asleep reports whether key's lease sleeps: held, with no actor.
+func (e *Engine) Asleep(key string) bool {
+	s := e.router.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	en := s.m[key]
+	return en != nil && en.pid == nil
+}
+
 // Stopped is closed once every lease actor has stopped.
 func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
 
@@ -163,7 +201,8 @@ func (e *Engine) Holdings() []*lease.Holding { return e.router.holdings() }
 // never in an actor's Receive: with the caller-runs dispatcher, an actor that
 // blocked could be blocking the very goroutine that runs what it waits for.
 func (e *Engine) Stop() {
-	e.router.closing.Store(true) // nothing spawns from now on
+	e.router.closing.Store(true)
+	e.router.stopped.Store(true) // nothing spawns or wakes from now on
 	forEachPID(e.router.all(false), e.root.Stop)
 	e.leases.Wait() // quick: lease actors never block, and after Shutdown they hold nothing
 	close(e.stopped)

@@ -13,7 +13,7 @@ import (
 func fanOut(r *router, key string) []string {
 	var got []string
 	for _, route := range r.groups.routes(key) {
-		if r.route(route, false) != nil {
+		if r.route(route, routeLive) != nil {
 			got = append(got, route)
 		}
 	}
@@ -31,11 +31,11 @@ func TestNoticesSkipIdleHoldingActorsWhichTheSweepThenRetires(t *testing.T) {
 	r := newRouter(func(*entry) *actor.PID { n++; return actor.NewPID("test", strconv.Itoa(n)) })
 	const done = 100 // holdings that ended
 	for i := range done + 1 {
-		r.route(RouteKey("job", strconv.Itoa(i)), true) // its Acquire
+		r.route(RouteKey("job", strconv.Itoa(i)), routeSpawn) // its Acquire
 	}
 	for i := range done { // its Release, both handled: idle
 		key := RouteKey("job", strconv.Itoa(i))
-		r.route(key, false)
+		r.route(key, routeWake)
 		r.shard(key).m[key].SetIdle(2)
 	}
 	waiter := RouteKey("job", strconv.Itoa(done)) // still waits: never idle

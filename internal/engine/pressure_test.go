@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
 	"github.com/leasehold/leasehold/messages"
@@ -20,7 +19,7 @@ func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 	clock := clocktest.New()
 	var sent []sentRenewal
 	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },
-		func(*actor.PID, *messages.BackendResult) {}, nil)
+		func(*entry, *messages.BackendResult) {}, nil)
 	t.Cleanup(r.stop)
 	t0 := clock.Now()
 	// goAt sends n, due at `at`, on time; answerAt answers it at `at`.

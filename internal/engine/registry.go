@@ -36,9 +36,7 @@ func (r *registry) Receive(ctx actor.Context) {
 		if !r.sweepT.fired(m.Gen) || r.closing {
 			return
 		}
-		for _, pid := range r.e.router.sweep() {
-			ctx.Stop(pid)
-		}
+		r.e.Sweep()
 		r.armSweep(ctx)
 	case *messages.Shutdown:
 		if r.closing {

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/lease"
@@ -43,8 +42,8 @@ import (
 // so, and the actor then treats it as the renewal in flight, as if it had sent
 // it itself at that moment; its answer goes to the actor.
 type renewer struct {
-	send    func(batch []sentRenewal) // to the backend, whose answers come to answer
-	reply   func(pid *actor.PID, res *messages.BackendResult)
+	send    func(batch []sentRenewal)                    // to the backend, whose answers come to answer
+	reply   func(to *entry, res *messages.BackendResult) // Engine.sendTo
 	metrics *Metrics
 	size    int           // renewals per batch, at most
 	window  time.Duration // the most any renewal may go early
@@ -116,12 +115,12 @@ const (
 // renewCall is what one renewal sends beside what its holding says (key,
 // owner, attempt, token): Seq is echoed in its BackendResult; the round trip
 // is bounded by Deadline, the holding's local deadline (an answer after it is
-// useless); a BackendResult goes to ReplyTo.
+// useless); a BackendResult goes to the lease of entry To.
 type renewCall struct {
 	Seq      uint64
 	TTL      time.Duration
 	Deadline time.Time
-	ReplyTo  *actor.PID
+	To       *entry
 }
 
 // sentRenewal is one renewal of a batch on its way: a copy of its call, taken
@@ -132,14 +131,14 @@ type sentRenewal struct {
 	Renew    backend.RenewRequest
 	Due      time.Time // when it was due
 	Deadline time.Time
-	ReplyTo  *actor.PID
+	To       *entry
 	n        *renewal
 }
 
 // sending is n as it goes now.
 func (n *renewal) sending() sentRenewal {
 	h := n.Holding
-	return sentRenewal{Seq: n.Call.Seq, Due: n.due, Deadline: n.Call.Deadline, ReplyTo: n.Call.ReplyTo, n: n,
+	return sentRenewal{Seq: n.Call.Seq, Due: n.due, Deadline: n.Call.Deadline, To: n.Call.To, n: n,
 		Renew: backend.RenewRequest{Key: h.Key, Owner: h.Owner, Attempt: h.Attempt, Token: h.Token, TTL: n.Call.TTL}}
 }
 
@@ -149,7 +148,7 @@ func (n *renewal) sending() sentRenewal {
 // no round trip to share. send must not block (the backend makes the round
 // trip on a goroutine of its own and hands the answers to answer); reply
 // gives an answer to a lease actor.
-func newRenewer(clock clock.Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*actor.PID, *messages.BackendResult), metrics *Metrics) *renewer {
+func newRenewer(clock clock.Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*entry, *messages.BackendResult), metrics *Metrics) *renewer {
 	if size <= 0 {
 		size = DefaultRenewBatchSize
 	}
@@ -428,11 +427,11 @@ func (r *renewer) answer(batch []sentRenewal, results []backend.RenewResult, err
 		r.metrics.renewed(true)
 	}
 	for _, i := range forward {
-		res := messages.BackendResult{Seq: batch[i].Seq, Op: backend.OpRenew, Err: err}
+		res := messages.BackendResult{Seq: batch[i].Seq, Op: backend.OpRenew, Err: err, Routed: true}
 		if err == nil {
 			res.Grant, res.Err = results[i].Grant, results[i].Err
 		}
-		r.reply(batch[i].ReplyTo, &res)
+		r.reply(batch[i].To, &res)
 	}
 }
 

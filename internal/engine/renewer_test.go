@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
@@ -171,7 +170,7 @@ func TestRenewerConfirmsItselfAndForwardsTheRest(t *testing.T) {
 	var sent []sentRenewal
 	var replies []messages.BackendResult
 	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },
-		func(_ *actor.PID, res *messages.BackendResult) { replies = append(replies, *res) }, nil)
+		func(_ *entry, res *messages.BackendResult) { replies = append(replies, *res) }, nil)
 	t.Cleanup(r.stop)
 	const ttl, every = 3 * time.Second, time.Second
 	h := lease.NewHolding("a", "a", "me", "x", "", 7, time.Time{}, clock.Now)

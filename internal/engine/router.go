@@ -22,12 +22,24 @@ import (
 // the two are equal. A command counted after that finds no entry and spawns a
 // new actor; none is ever sent to an actor that has retired.
 //
+// A held lease sleeps the same way. Its actor, with nothing to do but be
+// renewed (which the renewer does without it), leaves what it must remember
+// in its entry (entry.sleeper) when it reports itself idle, and the sweep
+// stops it but keeps the entry, with no actor. The next message for the key
+// wakes it: the router spawns a new actor, which takes up the sleeper. Most of
+// a held lease's memory was its actor; a sleeping lease keeps its holding,
+// its renewal and its alarm, and no actor. Everything that may come for a
+// sleeping lease therefore comes through the router: the commands, its
+// deadline alarm's ticks and the renewer's answers (sendTo); the notices,
+// which a lease held with nobody waiting ignores, do not wake it (routeLive).
+//
 // Nothing is ever sent while a shard lock is held: with the caller-runs
 // dispatcher (dispatcher.go) a send may run the receiving actor right there.
 type router struct {
 	seed    maphash.Seed
 	shards  [routerShards]routerShard
-	closing atomic.Bool // set by Shutdown: nothing is spawned after it
+	closing atomic.Bool // set by Shutdown: no new entry after it (a sleeper still wakes)
+	stopped atomic.Bool // set by Engine.Stop: no actor is spawned after it
 	// groups finds the entries of a key's holdings under a limit above 1
 	// (groups.go).
 	groups groups
@@ -66,7 +78,20 @@ type entry struct {
 	// holding is the actor's current holding, for Manager.Held and
 	// Manager.HealthCheck to read without asking every actor.
 	holding atomic.Pointer[lease.Holding]
+	// sleeper is what a held lease's actor left to be taken up by the
+	// next one (package actors' sleeper), set with idleAt; pid is nil
+	// while the lease sleeps.
+	sleeper any
 }
+
+// routeMode says which actor a message may go to.
+type routeMode uint8
+
+const (
+	routeLive  routeMode = iota // an actor running now; a sleeping lease is not woken
+	routeWake                   // a running actor, or a sleeping lease's, woken for it
+	routeSpawn                  // any, spawned for the key if it has none
+)
 
 func newRouter(spawn func(*entry) *actor.PID) *router {
 	r := &router{seed: maphash.MakeSeed(), spawn: spawn}
@@ -80,15 +105,15 @@ func (r *router) shard(key string) *routerShard {
 	return &r.shards[maphash.String(r.seed, key)%routerShards]
 }
 
-// route counts a command for key's lease actor and returns the actor,
-// spawning it when spawn is set; nil when there is none (or when the Manager
-// is closing and one would have to be spawned).
-func (r *router) route(key string, spawn bool) *actor.PID {
+// route counts a command for key's lease actor and returns the actor (see
+// routeMode); nil when there is none it may go to (or when the Manager is
+// closing and one would have to be spawned).
+func (r *router) route(key string, mode routeMode) *actor.PID {
 	s := r.shard(key)
 	s.mu.Lock()
 	e := s.m[key]
 	if e == nil {
-		if !spawn || r.closing.Load() {
+		if mode != routeSpawn || r.closing.Load() || r.stopped.Load() {
 			s.mu.Unlock()
 			return nil
 		}
@@ -100,15 +125,42 @@ func (r *router) route(key string, spawn bool) *actor.PID {
 			r.groups.add(e)
 		}
 	}
-	e.sent.Add(1)
-	pid := e.pid
+	pid := r.countLocked(e, mode)
 	s.mu.Unlock()
 	return pid
 }
 
+// routeTo is route for the entry e itself: nil when e is no longer its key's
+// (its holding ended and its actor retired since), or asleep and not to be
+// woken.
+func (r *router) routeTo(e *entry, mode routeMode) *actor.PID {
+	s := r.shard(e.key)
+	s.mu.Lock()
+	var pid *actor.PID
+	if s.m[e.key] == e {
+		pid = r.countLocked(e, mode)
+	}
+	s.mu.Unlock()
+	return pid
+}
+
+// countLocked wakes e's lease if it sleeps and mode allows, and counts a
+// command for its actor, which it returns (nil: none counted).
+func (r *router) countLocked(e *entry, mode routeMode) *actor.PID {
+	if e.pid == nil {
+		if mode == routeLive || r.stopped.Load() {
+			return nil
+		}
+		e.pid = r.spawn(e) // its actor takes up e.sleeper
+	}
+	e.sent.Add(1)
+	return e.pid
+}
+
 // sweep retires the actors idle since the previous sweep with no command
 // routed to them since, and returns them for the caller to stop (after the
-// locks are released).
+// locks are released). The entry of an actor that left a sleeper stays,
+// asleep.
 func (r *router) sweep() []*actor.PID {
 	var retired []*actor.PID
 	for i := range r.shards {
@@ -116,14 +168,20 @@ func (r *router) sweep() []*actor.PID {
 		s.mu.Lock()
 		for key, e := range s.m {
 			switch {
+			case e.pid == nil: // asleep
 			case e.idleAt.Load() != e.sent.Load():
 				e.mark = 0
 			case e.mark == e.sent.Load()+1: // idle for a whole sweep period
+				retired = append(retired, e.pid)
+				e.mark = 0
+				if e.sleeper != nil {
+					e.pid = nil
+					continue
+				}
 				delete(s.m, key)
 				if e.grouped {
 					r.groups.remove(e)
 				}
-				retired = append(retired, e.pid)
 			default:
 				e.mark = e.sent.Load() + 1
 			}
@@ -136,31 +194,42 @@ func (r *router) sweep() []*actor.PID {
 	return retired
 }
 
-// drop forgets e if it is still key's entry (its actor stopped on its own).
-func (r *router) drop(e *entry) {
+// drop forgets e if it is still key's entry and pid its actor (which stopped
+// on its own). It reports false when pid's lease was put to sleep instead (or
+// has woken in another actor since): its holding lives on in the entry.
+func (r *router) drop(e *entry, pid *actor.PID) bool {
 	s := r.shard(e.key)
 	s.mu.Lock()
-	if s.m[e.key] == e {
-		delete(s.m, e.key)
-		if e.grouped {
-			r.groups.remove(e)
-		}
+	defer s.mu.Unlock()
+	if s.m[e.key] != e {
+		return true
 	}
-	s.mu.Unlock()
+	if e.pid != pid {
+		return false
+	}
+	delete(s.m, e.key)
+	if e.grouped {
+		r.groups.remove(e)
+	}
+	return true
 }
 
-// all counts one command for every actor and returns them: for a command
-// sent to all (Shutdown), or, with count false, to stop them all.
+// all counts one command for every actor, waking the sleeping leases, and
+// returns them (for Shutdown); with count false it returns the actors running
+// now, to be stopped.
 func (r *router) all(count bool) []*actor.PID {
 	var out []*actor.PID
 	for i := range r.shards {
 		s := &r.shards[i]
 		s.mu.Lock()
 		for _, e := range s.m {
-			if count {
-				e.sent.Add(1)
+			if !count {
+				if e.pid != nil {
+					out = append(out, e.pid)
+				}
+			} else if pid := r.countLocked(e, routeWake); pid != nil {
+				out = append(out, pid)
 			}
-			out = append(out, e.pid)
 		}
 		s.mu.Unlock()
 	}

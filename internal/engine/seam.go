@@ -25,7 +25,28 @@ func (e *entry) StoreKey() string { return e.store }
 
 // SetIdle records that the actor is idle, having handled n commands: the
 // sweep may retire it once no command has come for a whole sweep period.
-func (e *entry) SetIdle(n uint64) { e.idleAt.Store(n) }
+func (e *entry) SetIdle(n uint64) {
+	e.sleeper = nil
+	e.idleAt.Store(n)
+}
+
+// Sleep records that the actor, having handled n commands, holds a lease
+// with nothing to do: the sweep may put it to sleep, and the actor woken for
+// the next command takes s up (TakeSleeper). It is written before idleAt,
+// which the sweep reads first.
+func (e *entry) Sleep(n uint64, s any) {
+	e.sleeper = s
+	e.idleAt.Store(n)
+}
+
+// TakeSleeper returns what the lease's last actor left when it was put to
+// sleep (nil: it did not sleep), and forgets it. Only a new actor calls it,
+// while it is spawned (under the router's lock).
+func (e *entry) TakeSleeper() any {
+	s := e.sleeper
+	e.sleeper = nil
+	return s
+}
 
 // SetHolding records the actor's current holding, for Engine.Holdings.
 func (e *entry) SetHolding(h *lease.Holding) { e.holding.Store(h) }
@@ -40,8 +61,9 @@ type Alarms = alarms
 // Alarm is one holding's deadline in an Alarms.
 type Alarm = alarm
 
-// NewAlarm returns an alarm that sends tick(gen) to pid when it fires.
-func NewAlarm(pid *actor.PID, tick func(gen uint64) any) *Alarm { return newAlarm(pid, tick) }
+// NewAlarm returns an alarm that sends tick(gen) to en's lease actor when it
+// fires (waking it if it sleeps).
+func NewAlarm(en *Entry, tick func(gen uint64) any) *Alarm { return newAlarm(en, tick) }
 
 // Arm (re)arms a for at; Disarm takes it back; Fired reports whether a tick
 // carrying gen is a's current arming, and disarms it.
@@ -140,9 +162,11 @@ func (e *Engine) Hub() *actor.PID           { return e.hub }
 // LeaseStopped counts a lease actor stopped (on its Stopped message).
 func (e *Engine) LeaseStopped() { e.leases.Done() }
 
-// Drop forgets en if it is still its key's entry (its actor is stopping on
-// its own): commands from now on go to a new actor.
-func (e *Engine) Drop(en *Entry) { e.router.drop(en) }
+// Drop forgets en if it is still its key's entry and pid its actor, which is
+// stopping on its own: commands from now on go to a new actor. It reports
+// false when pid is stopping because its lease was put to sleep: its holding
+// lives on in en, and the actor must leave it be.
+func (e *Engine) Drop(en *Entry, pid *actor.PID) bool { return e.router.drop(en, pid) }
 
 // Time is the engine's clock: Config.Clock, or the system's when that is nil.
 func (c *Config) Time() clock.Clock { return c.clock() }
