@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -16,7 +17,9 @@ import (
 type Lease struct {
 	m *Manager
 	h *lease.Holding
-	w workSet
+	// w is made on first use (Work, Release): a Lease is kept for every
+	// lease held, and most never run Work.
+	w atomic.Pointer[workSet]
 }
 
 // LeaseFrom returns the lease whose Context ctx is or derives from: inside
@@ -141,7 +144,7 @@ func (l *Lease) StopRenewing(ctx context.Context) error {
 // already ended (released or lost), or is being released, it returns nil
 // without any backend call.
 func (l *Lease) Release(ctx context.Context) error {
-	e := l.w.end(l, ctx, "Release")
+	e := l.works().end(l, ctx, "Release")
 	if e == nil {
 		return nil // already ended or ending: released, lost or closed
 	}

@@ -280,7 +280,7 @@ func (m *Manager) Held() []LeaseInfo {
 		if h.Err() != nil {
 			continue // its local deadline passed; the lease actor has yet to notice
 		}
-		out = append(out, LeaseInfo{Name: h.Name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt(), Metadata: h.Metadata, Limit: h.Limit})
+		out = append(out, LeaseInfo{Name: h.Name, Owner: h.Owner, Token: h.Token, ExpiresAt: h.ExpiresAt(), Metadata: h.Metadata, Limit: int(h.Limit)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Name < out[j].Name || (out[i].Name == out[j].Name && out[i].Token < out[j].Token)
@@ -351,10 +351,16 @@ func (m *Manager) endWork(ctx context.Context) error {
 	var wait []pending
 	for _, h := range m.engine.Holdings() {
 		l, ok := h.Handle().(*Lease)
-		if !ok || !l.w.busy() {
+		if !ok {
+			continue
+		}
+		// (A Lease that never ran Work has no workSet; one started from now
+		// on sees the Manager closed.)
+		w := l.w.Load()
+		if w == nil || !w.busy() {
 			continue // no work: the engine releases it at Shutdown
 		}
-		if e := l.w.end(l, context.Background(), "Manager.Close"); e != nil {
+		if e := w.end(l, context.Background(), "Manager.Close"); e != nil {
 			wait = append(wait, pending{l, e})
 		}
 	}

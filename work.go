@@ -25,7 +25,16 @@ import (
 // more than once. On a holding that has ended, is being ended, or whose
 // Manager is closing, ctx is already done.
 func (l *Lease) Work() (ctx context.Context, done func()) {
-	return l.w.start(l)
+	return l.works().start(l)
+}
+
+// works is l's workSet, made if need be.
+func (l *Lease) works() *workSet {
+	if s := l.w.Load(); s != nil {
+		return s
+	}
+	l.w.CompareAndSwap(nil, &workSet{})
+	return l.w.Load()
 }
 
 // workSet is the work running under one lease, and the ending that waits for
@@ -180,12 +189,12 @@ func (l *Lease) wait(ctx context.Context, e *ending) error {
 	select {
 	case <-e.sent:
 	case <-l.h.Context().Done():
-		if !l.w.sending(e) {
+		if !l.works().sending(e) {
 			return nil // lost while the work ran: nothing left to release
 		}
 		<-e.sent // ended by sendRelease, which is about to close sent
 	case <-ctx.Done():
-		if !l.w.sending(e) {
+		if !l.works().sending(e) {
 			return ctx.Err()
 		}
 		<-e.sent // ctx may derive from the lease's context, which sendRelease ended

@@ -66,8 +66,8 @@ type leaseActor struct {
 func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
 	a := &leaseActor{e: e, cfg: e.Config(), entry: en, key: en.StoreKey(), immediate: e.Config().Inline(),
 		clock: e.AlarmsFor(en.Key()), renewer: e.Renewer()}
-	if s, ok := en.TakeSleeper().(*sleeper); ok {
-		a.wakeFrom(s)
+	if c, ok := en.TakeSleeper().(*current); ok {
+		a.wakeFrom(c)
 	}
 	return a
 }

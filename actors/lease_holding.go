@@ -30,8 +30,9 @@ type current struct {
 	// itself; h's local deadline is the one this actor reads.
 	next engine.Renewal
 
-	own    *ownRenewal       // the renewal in flight (state renewing)
-	queued []*messages.Renew // explicit Renews that arrived during it
+	own *ownRenewal // the renewal in flight (state renewing)
+
+	slept sleeper // what the actor left here when it was put to sleep (sleeper.go)
 }
 
 // ownRenewal is a renewal this actor awaits the answer to: one it sent (an
@@ -41,16 +42,17 @@ type ownRenewal struct {
 	seq     uint64
 	sent    time.Time
 	ttl     time.Duration
-	replies []chan<- error // explicit Renew callers
+	replies []chan<- error    // explicit Renew callers
+	queued  []*messages.Renew // explicit Renews that arrived during it
 }
 
 // hold turns a claimed grant into the current holding and hands it over.
 // deadline is its local deadline; handOff says it is held only for
 // its pickup window (lease_handoff.go).
 func (a *leaseActor) hold(m *messages.Acquire, attempt string, g backend.Grant, deadline time.Time, handOff bool) {
-	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt, a.cfg.Time().Now)
+	h := lease.NewHolding(m.Name, a.key, a.cfg.Owner, attempt, m.Metadata, g.Token, g.ExpiresAt, a.cfg.Now())
 	h.AutoRenew = m.AutoRenew
-	h.Route, h.Limit = a.entry.Key(), max(m.Limit, 1)
+	h.Route, h.Limit = a.entry.Key(), int32(max(m.Limit, 1))
 	a.cur = &current{h: h, ttl: m.TTL, renewEvery: m.RenewEvery, auto: m.AutoRenew, handOff: handOff,
 		next: engine.NewRenewal()}
 	a.state = held
@@ -76,7 +78,7 @@ func (a *leaseActor) onRenew(ctx actor.Context, m *messages.Renew) {
 	}
 	a.takeBackRenewal()
 	if a.state == renewing {
-		c.queued = append(c.queued, m)
+		c.own.queued = append(c.own.queued, m)
 		return
 	}
 	ttl := m.TTL
@@ -184,7 +186,7 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 		every := engine.RenewDelay(c.renewEvery, c.ttl, own.ttl)
 		c.h.Confirm(engine.LocalDeadline(own.sent, own.ttl), a.now, own.ttl, every)
 		c.handOff = false
-		if c.auto && len(c.queued) == 0 { // else the queued renewal schedules it
+		if c.auto && len(own.queued) == 0 { // else the queued renewal schedules it
 			a.scheduleRenewal(a.now.Add(engine.Spread(every)), a.renewSlack())
 		}
 		a.armHold()
@@ -192,18 +194,20 @@ func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult)
 	case errors.Is(r.Err, backend.ErrNotHeld):
 		err := a.lose(ctx, lease.ReasonRejected, r.Err)
 		sendAll(replies, err)
+		for _, m := range own.queued {
+			m.Reply <- err
+		}
 		return
 	default:
 		now, deadline := a.cfg.Time().Now(), c.h.Deadline()
 		a.cfg.Logger.Warn("leasehold: renewal not confirmed; retrying until the local deadline",
 			"key", a.key, "token", c.h.Token, "left", deadline.Sub(now), "err", r.Err)
 		sendAll(replies, fmt.Errorf("leasehold: renew %q not confirmed: %w", c.h.Name, r.Err))
-		if (c.auto || c.handOff) && len(c.queued) == 0 {
+		if (c.auto || c.handOff) && len(own.queued) == 0 {
 			a.scheduleRenewal(now.Add(engine.RenewRetryDelay(deadline.Sub(now))), 0)
 		}
 	}
-	if q := c.queued; len(q) > 0 {
-		c.queued = nil
+	if q := own.queued; len(q) > 0 {
 		ttl := q[len(q)-1].TTL
 		if ttl == 0 {
 			ttl = c.ttl
@@ -272,9 +276,9 @@ func (a *leaseActor) end(err error, lost bool) {
 	a.cfg.Metrics.HeldDelta(-1, c.h.Limit > 1)
 	if c.own != nil {
 		sendAll(c.own.replies, err)
-	}
-	for _, m := range c.queued {
-		m.Reply <- err
+		for _, m := range c.own.queued {
+			m.Reply <- err
+		}
 	}
 }
 

@@ -4,16 +4,18 @@ import (
 	"github.com/leasehold/leasehold/internal/engine"
 )
 
-// sleeper is what a held lease keeps while it sleeps: while nothing happens
-// to a holding but its renewals, which the renewer makes and confirms without
-// its actor, the actor is stopped and this is all that stays of it (beside
-// the holding, its renewal and its alarm, which current and holdA point to).
-// The router wakes the lease for the next message that comes for it (a
-// command, its deadline alarm's tick, a renewal answer the renewer forwards)
-// by spawning a new actor, which takes the sleeper up (newLeaseActor). Most
-// of a held lease's memory was its actor and its mailbox.
+// A held lease sleeps while nothing happens to it but its renewals, which
+// the renewer makes and confirms without its actor: the router's sweep stops
+// the actor, and the lease's current (its holding and next renewal) is all
+// that stays, in its router entry, with what the actor must remember written
+// in current.slept. The router wakes the lease for the next message that
+// comes for it (a command, its deadline alarm's tick, a renewal answer the
+// renewer forwards) by spawning a new actor, which takes it up
+// (newLeaseActor). Most of a held lease's memory was its actor and mailbox.
+
+// sleeper is what a lease actor keeps beside its current holding and must
+// hand to the actor that wakes the lease.
 type sleeper struct {
-	cur      *current
 	holdA    *engine.Alarm
 	maxToken uint64
 	seq      uint64 // of the last backend call: the next actor goes on from it
@@ -25,17 +27,20 @@ type sleeper struct {
 // handled a command since it last reported itself.
 func (a *leaseActor) maySleep() {
 	c := a.cur
-	if a.state != held || a.idleAt == a.handled || c == nil || c.own != nil || len(c.queued) > 0 ||
+	if a.state != held || a.idleAt == a.handled || c == nil || c.own != nil ||
 		len(a.waiters) > 0 || len(a.observers) > 0 || len(a.unconfirmed) > 0 ||
 		a.rel != nil || len(a.inbox) > 0 || a.holdA == nil {
 		return
 	}
 	a.idleAt = a.handled
-	a.entry.Sleep(a.handled, &sleeper{cur: c, holdA: a.holdA, maxToken: a.maxToken, seq: a.seq, handled: a.handled})
+	c.slept = sleeper{holdA: a.holdA, maxToken: a.maxToken, seq: a.seq, handled: a.handled}
+	a.entry.Sleep(a.handled, c)
 }
 
-// wake takes up s, left by the lease's last actor.
-func (a *leaseActor) wakeFrom(s *sleeper) {
-	a.state, a.cur, a.holdA, a.maxToken, a.seq = held, s.cur, s.holdA, s.maxToken, s.seq
+// wakeFrom takes up c, the current holding of a lease put to sleep.
+func (a *leaseActor) wakeFrom(c *current) {
+	s := c.slept
+	c.slept = sleeper{}
+	a.state, a.cur, a.holdA, a.maxToken, a.seq = held, c, s.holdA, s.maxToken, s.seq
 	a.handled, a.idleAt = s.handled, s.handled
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // alarms is one Manager's clock for the deadlines that every holding has: its
@@ -53,23 +54,20 @@ type tick struct {
 const deliverers = 4
 
 // alarm is one actor's deadline in alarms.
+// (Its fields are packed to 64 bytes: every lease held has one.)
 type alarm struct {
 	at    time.Time
-	gen   uint64 // of the current arming; 0 when not armed
-	last  uint64 // generations handed out
+	gen   uint32 // of the current arming; 0 when not armed
+	last  uint32 // generations handed out (0 skipped when it wraps)
 	index int    // in the heap; -1 when not in it
 	to    *entry
 	tick  func(gen uint64) any
-	// follow, when set, is a deadline the alarm keeps up with: due, it
-	// moves to follow's deadline if that is later, without a tick (the
-	// renewer moves a holding's deadline on without telling its actor).
-	follow deadliner
+	// follow, when set, is a holding whose local deadline the alarm keeps
+	// up with: due, it moves to that deadline if it is later, without a
+	// tick (the renewer moves a holding's deadline on without telling its
+	// actor, which re-arms after moving it itself).
+	follow *lease.Holding
 }
-
-// deadliner is what an alarm can follow: a holding's local deadline, which
-// only the renewer moves on while the alarm is armed (its actor re-arms
-// after moving it itself).
-type deadliner interface{ Deadline() time.Time }
 
 // newAlarms returns a running alarm heap on clock that hands its ticks to
 // deliver.
@@ -108,11 +106,13 @@ func (s *alarms) arm(a *alarm, at time.Time) { s.armFollowing(a, at, nil) }
 
 // armFollowing (re)sets a to fire at `at`, or, when d is set, at d's
 // deadline as it is when `at` comes.
-func (s *alarms) armFollowing(a *alarm, at time.Time, d deadliner) {
+func (s *alarms) armFollowing(a *alarm, at time.Time, d *lease.Holding) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a.follow = d
-	a.last++
+	if a.last++; a.last == 0 {
+		a.last++
+	}
 	a.gen, a.at = a.last, at
 	if a.index < 0 {
 		heap.Push(&s.h, a)
@@ -137,7 +137,7 @@ func (s *alarms) disarm(a *alarm) {
 func (s *alarms) fired(a *alarm, gen uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen == 0 || gen != a.gen {
+	if gen == 0 || gen != uint64(a.gen) {
 		return false
 	}
 	a.gen = 0
@@ -176,7 +176,7 @@ func (s *alarms) fire() {
 			}
 		}
 		heap.Pop(&s.h)
-		ticks = append(ticks, tick{a.to, a.tick(a.gen)})
+		ticks = append(ticks, tick{a.to, a.tick(uint64(a.gen))})
 	}
 	s.armedAt = time.Time{}
 	s.rearmLocked()

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // tickSink is an actor that reports its ticks and, when hold is set, does not
@@ -69,16 +70,6 @@ func TestAlarmHeldByOneActorDelaysNoOther(t *testing.T) {
 	release()
 }
 
-// movable is a deadline that moves on, as a holding's does when the renewer
-// confirms a renewal.
-type movable struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (m *movable) Deadline() time.Time { m.mu.Lock(); defer m.mu.Unlock(); return m.at }
-func (m *movable) set(t time.Time)     { m.mu.Lock(); m.at = t; m.mu.Unlock() }
-
 // An alarm that follows a deadline does not tick when the deadline has moved
 // on by the time it comes: it waits for the new one, and ticks then.
 func TestAlarmFollowsADeadlineThatMovedOn(t *testing.T) {
@@ -87,10 +78,11 @@ func TestAlarmFollowsADeadlineThatMovedOn(t *testing.T) {
 	s := newAlarms(clock, func(_ *entry, msg any) { got <- msg })
 	defer s.stop()
 	t0 := clock.Now()
-	d := &movable{at: t0.Add(time.Second)}
+	d := lease.NewHolding("n", "n", "o", "a", "", 1, time.Time{}, clock.Now)
+	d.SetDeadline(t0.Add(time.Second))
 	a := newAlarm(nil, func(g uint64) any { return &tickMsg{gen: g} })
 	s.armFollowing(a, d.Deadline(), d)
-	d.set(t0.Add(3 * time.Second))
+	d.SetDeadline(t0.Add(3 * time.Second)) // as the renewer moves it on
 
 	clock.Set(t0.Add(time.Second))
 	s.fire()

@@ -35,6 +35,9 @@ type Config struct {
 	// Clock is the engine's time (nil: the system's). Tests set a fake one
 	// to move time by steps.
 	Clock clock.Clock
+	// now is Clock's Now as a func, made once at Start: every holding
+	// keeps it (a method value made per holding cost an allocation each).
+	now func() time.Time
 
 	// closing is set by Engine.Shutdown before anything else: a lease
 	// actor stopped before it handled Shutdown (Close's context had ended)

@@ -52,6 +52,7 @@ type Engine struct {
 // the lease actor of an entry (package actors' lease actor).
 func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) actor.Actor) *Engine {
 	cfg.instance = newInstance()
+	cfg.now = cfg.clock().Now
 	cfg.info = cfg.Backend.Info()
 	cfg.queue = cfg.info.Queue
 	cfg.handOffNotices = cfg.info.HandOffNotices && cfg.queue

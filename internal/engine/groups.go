@@ -34,6 +34,13 @@ func storeKey(route string) (key string, grouped bool) {
 	return route, false
 }
 
+// storeKey is the store key e's actor serves (see storeKey): worked out
+// when needed rather than kept, as an entry stays for every lease held.
+func (e *entry) storeKey() string {
+	k, _ := storeKey(e.key)
+	return k
+}
+
 // groups indexes the entries of route keys with a NUL by their store key.
 type groups struct {
 	mu sync.Mutex
@@ -49,10 +56,10 @@ func (g *groups) add(e *entry) {
 	if g.m == nil {
 		g.m = map[string]map[*entry]struct{}{}
 	}
-	set := g.m[e.store]
+	set := g.m[e.storeKey()]
 	if set == nil {
 		set = map[*entry]struct{}{}
-		g.m[e.store] = set
+		g.m[e.storeKey()] = set
 	}
 	set[e] = struct{}{}
 	g.mu.Unlock()
@@ -62,13 +69,14 @@ func (g *groups) add(e *entry) {
 // remove forgets e (called with e's router shard locked).
 func (g *groups) remove(e *entry) {
 	g.mu.Lock()
-	if set := g.m[e.store]; set != nil {
+	key := e.storeKey()
+	if set := g.m[key]; set != nil {
 		if _, ok := set[e]; ok {
 			delete(set, e)
 			g.n.Add(-1)
 		}
 		if len(set) == 0 {
-			delete(g.m, e.store)
+			delete(g.m, key)
 		}
 	}
 	g.mu.Unlock()

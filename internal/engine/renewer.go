@@ -81,19 +81,20 @@ const slotWidth = 10 * time.Millisecond
 type renewal struct {
 	Call    renewCall      // what to send
 	Holding *lease.Holding // what a confirmation renews
+	Every   time.Duration  // see Auto
+
+	// at is when it goes by while scheduled, and when it went once sent
+	// (one field for both keeps a held lease small).
+	at    time.Time
+	early time.Duration // how much before at it may go, to join a batch
+	slot  int64         // its bucket
+	pos   int           // in its bucket; -1 when not in one
 	// Auto: a confirmation is the renewer's to write, and the next renewal
 	// follows Every later (up to a tenth earlier, to join a batch). Else
 	// (a hand-off's pickup, a retry of a holding that does not renew by
 	// itself) every answer goes to the lease actor.
 	Auto  bool
-	Every time.Duration
-
 	state renewalState
-	due   time.Time // it goes by then
-	early time.Time // it may go from then on, to join a batch
-	slot  int64     // its bucket
-	pos   int       // in its bucket; -1 when not in one
-	sent  time.Time // when the renewer sent it (zero: not sent)
 }
 
 // renewalState says whose a renewal is.
@@ -138,7 +139,7 @@ type sentRenewal struct {
 // sending is n as it goes now.
 func (n *renewal) sending() sentRenewal {
 	h := n.Holding
-	return sentRenewal{Seq: n.Call.Seq, Due: n.due, Deadline: n.Call.Deadline, To: n.Call.To, n: n,
+	return sentRenewal{Seq: n.Call.Seq, Due: n.at, Deadline: n.Call.Deadline, To: n.Call.To, n: n,
 		Renew: backend.RenewRequest{Key: h.Key, Owner: h.Owner, Attempt: h.Attempt, Token: h.Token, TTL: n.Call.TTL}}
 }
 
@@ -204,7 +205,7 @@ func (r *renewer) scheduleLocked(n *renewal, due time.Time, slack time.Duration)
 	if n.state == renewalScheduled {
 		r.remove(n)
 	}
-	n.due, n.early, n.sent = due, due.Add(-min(max(slack, 0), r.window)), time.Time{}
+	n.at, n.early = due, min(max(slack, 0), r.window)
 	n.state = renewalScheduled
 	r.add(n)
 	r.rearmLocked(r.slotStart(n.slot))
@@ -213,7 +214,7 @@ func (r *renewer) scheduleLocked(n *renewal, due time.Time, slack time.Duration)
 // add puts n in its bucket. The bucket is stored before a compaction can
 // run: compact keeps only the slots of the buckets stored.
 func (r *renewer) add(n *renewal) {
-	n.slot = r.slotOf(n.due)
+	n.slot = r.slotOf(n.at)
 	b, ok := r.buckets[n.slot]
 	if !ok && r.spare != nil {
 		b, r.spare = r.spare, nil
@@ -256,7 +257,10 @@ func (r *renewer) cancel(n *renewal) (sent time.Time, wasSent bool) {
 	case renewalSent:
 		n.state = renewalAnswered
 	}
-	return n.sent, n.state == renewalAnswered
+	if n.state != renewalAnswered {
+		return time.Time{}, false
+	}
+	return n.at, true
 }
 
 // remove takes the scheduled n out of its bucket.
@@ -281,7 +285,10 @@ func (r *renewer) remove(n *renewal) {
 func (r *renewer) sentAt(n *renewal) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return n.sent
+	if n.state != renewalSent && n.state != renewalAnswered {
+		return time.Time{}
+	}
+	return n.at
 }
 
 // rearmLocked arms the OS timer for at, unless it fires earlier already.
@@ -316,19 +323,19 @@ func (r *renewer) fire() {
 		}
 		kept := b[:0]
 		for _, n := range b {
-			if n.early.After(now) {
+			if n.at.Add(-n.early).After(now) {
 				n.pos = len(kept)
 				kept = append(kept, n)
-				if next.IsZero() || n.due.Before(next) {
-					next = n.due
+				if next.IsZero() || n.at.Before(next) {
+					next = n.at
 				}
 				continue
 			}
-			n.pos, n.sent, n.state = -1, now, renewalSent
 			if batch == nil {
 				batch = make([]sentRenewal, 0, min(r.size, len(b)))
 			}
 			batch = append(batch, n.sending())
+			n.pos, n.at, n.state = -1, now, renewalSent
 			if len(batch) == r.size {
 				batches, batch = append(batches, batch), nil
 			}
@@ -386,7 +393,7 @@ func (r *renewer) answer(batch []sentRenewal, results []backend.RenewResult, err
 	for i, s := range batch {
 		n := s.n
 		if err == nil && results[i].Err == nil && n.state == renewalSent && n.Auto {
-			writes = append(writes, write{i: i, h: n.Holding, sent: n.sent, every: n.Every})
+			writes = append(writes, write{i: i, h: n.Holding, sent: n.at, every: n.Every})
 			continue
 		}
 		if n.state == renewalSent {

@@ -61,9 +61,8 @@ type routerShard struct {
 // entry is one key's lease actor as the router knows it.
 type entry struct {
 	key string
-	// store is the store key the actor serves: key, or for a holding under
-	// a limit above 1 the part of key before its NUL (groups.go).
-	store   string
+	// grouped: key is a holding's under a limit above 1, which serves the
+	// store key before its NUL (groups.go).
 	grouped bool
 	pid     *actor.PID
 	// sent counts the commands routed to the actor (changed under the shard
@@ -118,7 +117,7 @@ func (r *router) route(key string, mode routeMode) *actor.PID {
 			return nil
 		}
 		e = &entry{key: key}
-		e.store, e.grouped = storeKey(key)
+		_, e.grouped = storeKey(key)
 		e.pid = r.spawn(e)
 		s.m[key] = e
 		if e.grouped {

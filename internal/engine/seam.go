@@ -21,7 +21,7 @@ type Entry = entry
 // Key is the key the entry routes; StoreKey the store key its actor
 // serves (the same, but for a holding under a limit above 1: groups.go).
 func (e *entry) Key() string      { return e.key }
-func (e *entry) StoreKey() string { return e.store }
+func (e *entry) StoreKey() string { return e.storeKey() }
 
 // SetIdle records that the actor is idle, having handled n commands: the
 // sweep may retire it once no command has come for a whole sweep period.
@@ -170,6 +170,9 @@ func (e *Engine) Drop(en *Entry, pid *actor.PID) bool { return e.router.drop(en,
 
 // Time is the engine's clock: Config.Clock, or the system's when that is nil.
 func (c *Config) Time() clock.Clock { return c.clock() }
+
+// Now is the engine clock's Now, one func value for all the holdings.
+func (c *Config) Now() func() time.Time { return c.now }
 
 // ArmOn (re)starts the timer on clock c: after d, tick(gen) is sent to pid
 // through s.

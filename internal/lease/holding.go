@@ -16,23 +16,20 @@ type Holding struct {
 	// Route is the key its lease actor is routed by: Key, or for a holding
 	// under a limit above 1 a route key of its own (Limit says which).
 	Route    string
-	Limit    int // 1: exclusive
 	Owner    string
 	Attempt  string // the acquire attempt that made it: with Token, its name in the store
 	Token    uint64
 	Metadata string
+	Limit    int32 // 1: exclusive
 
 	// AutoRenew: it renews by itself (fixed at the grant).
 	AutoRenew bool
-	isLost    bool // under mu, with the fields below (here to share AutoRenew's word)
+	isLost    bool // under mu, with the fields below (here to share Limit's word)
 
-	// The context and the Lost channel are made on first use: many
-	// holdings are never asked for them, and they are a large part of a
-	// holding's memory.
-	mu        sync.Mutex
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	lost      chan struct{}
+	mu sync.Mutex
+	// sig is made on first use: many holdings are never asked for their
+	// context or Lost channel, and a holding is kept for every lease held.
+	sig       *signals
 	expiresAt time.Time
 	deadline  time.Time // local, monotonic: past it the holding counts as lost
 	confirmed time.Time // local: when the last acquire or renewal was confirmed
@@ -45,6 +42,21 @@ type Holding struct {
 	// now is the engine's clock, which set deadline: the deadline check
 	// reads it too, so that a fake clock in tests moves both.
 	now func() time.Time
+}
+
+// signals are a holding's context and Lost channel.
+type signals struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{}
+}
+
+// signalsLocked returns h.sig, made if need be.
+func (h *Holding) signalsLocked() *signals {
+	if h.sig == nil {
+		h.sig = &signals{}
+	}
+	return h.sig
 }
 
 // NewHolding starts a holding that lasts until End; now is the clock its
@@ -62,13 +74,14 @@ func (h *Holding) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checkDeadlineLocked()
-	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{}, h))
+	sig := h.signalsLocked()
+	if sig.ctx == nil {
+		sig.ctx, sig.cancel = context.WithCancelCause(context.WithValue(context.Background(), holdingKey{}, h))
 		if h.err != nil {
-			h.cancel(h.err)
+			sig.cancel(h.err)
 		}
 	}
-	return h.ctx
+	return sig.ctx
 }
 
 type holdingKey struct{}
@@ -99,13 +112,14 @@ func (h *Holding) Lost() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checkDeadlineLocked()
-	if h.lost == nil {
-		h.lost = make(chan struct{})
+	sig := h.signalsLocked()
+	if sig.lost == nil {
+		sig.lost = make(chan struct{})
 		if h.isLost {
-			close(h.lost)
+			close(sig.lost)
 		}
 	}
-	return h.lost
+	return sig.lost
 }
 
 // ExpiresAt is the backend's expiry of the last confirmed acquire or renewal.
@@ -205,11 +219,13 @@ func (h *Holding) endLocked(err error, lost bool) bool {
 	}
 	h.err, h.isLost = err, lost
 	// Cancel first: whoever sees Lost closed also sees the context's cause.
-	if h.cancel != nil {
-		h.cancel(err)
-	}
-	if lost && h.lost != nil {
-		close(h.lost)
+	if sig := h.sig; sig != nil {
+		if sig.cancel != nil {
+			sig.cancel(err)
+		}
+		if lost && sig.lost != nil {
+			close(sig.lost)
+		}
 	}
 	return true
 }
