@@ -1,11 +1,13 @@
 // Package engine is the machinery behind the lease actors of package actors:
 //
 //   - the router (router.go) finds a key's lease actor for every command
-//     without a shared mailbox, spawns it on demand, and hands over safely
-//     when an idle actor retires;
-//   - the registry (registry.go) retires idle lease actors, so memory follows
-//     live leases rather than every name ever used, and runs Close; Start and
-//     Engine, which tie the actors of one Manager together, are there too;
+//     without a shared mailbox, spawns it on demand, hands over safely
+//     when an idle actor retires, and keeps a held lease asleep (no actor)
+//     until a message comes for it;
+//   - the registry (registry.go) retires idle lease actors and puts held
+//     ones with nothing to do to sleep, so memory follows live leases
+//     rather than every name ever used, and runs Close; Start and Engine,
+//     which tie the actors of one Manager together, are in engine.go;
 //   - the backend actor (backend_actor.go) owns the Backend and runs its calls
 //     off the mailbox, coalescing the calls that are ready together into one
 //     round trip (coalesce.go), and makes the renewer's batches

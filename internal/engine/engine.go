@@ -40,12 +40,6 @@ type Engine struct {
 	backWG   sync.WaitGroup // the backend actor's goroutines
 	tellWG   sync.WaitGroup // the registry's goroutines telling lease actors of Shutdown
 
-	// leaseProps is shared by every lease actor (Props per actor would cost
-	// a tenth of a held lease's memory); its producer, which protoactor
-	// calls synchronously inside Spawn, takes the entry from spawning.
-	leaseProps *actor.Props
-	spawnMu    sync.Mutex
-	spawning   *entry
 }
 
 // Start spawns the actors of one Manager in root's system; newLease makes
@@ -78,19 +72,26 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 		func(en *entry, res *messages.BackendResult) { e.sendTo(en, res) }, cfg.Metrics)
 	back.renewed = e.renewer.answer
 	e.backend = root.Spawn(props(func() actor.Actor { return back }))
-	e.leaseProps = props(func() actor.Actor { return newLease(e, e.spawning) })
+	for i := range e.router.shards {
+		// A Props per router shard, shared by its lease actors (Props per
+		// actor would cost a tenth of a held lease's memory; one for all
+		// would make every spawn wait for one lock): its producer, which
+		// protoactor calls synchronously inside Spawn, takes the entry
+		// from the shard, whose lock the spawner holds.
+		s := &e.router.shards[i]
+		s.props = props(func() actor.Actor { return newLease(e, s.spawning) })
+	}
 	e.registry = root.Spawn(props(func() actor.Actor { return &registry{e: e} }))
 	return e
 }
 
 // spawnLease starts the lease actor of en (the router holds en's shard lock).
 func (e *Engine) spawnLease(en *entry) *actor.PID {
-	e.spawnMu.Lock()
-	defer e.spawnMu.Unlock()
-	e.spawning = en
+	s := e.router.shard(en.key)
+	s.spawning = en
 	e.leases.Add(1)
-	pid := e.root.Spawn(e.leaseProps)
-	e.spawning = nil
+	pid := e.root.Spawn(s.props)
+	s.spawning = nil
 	return pid
 }
 

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"hash/maphash"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -55,7 +57,11 @@ const routerShards = 64
 type routerShard struct {
 	mu sync.Mutex
 	m  map[string]*entry
-	_  [40]byte // keep neighbouring shards' locks off one cache line
+	// props spawns the shard's lease actors; spawning is the entry being
+	// spawned, for its producer (both the engine's: Engine.spawnLease).
+	props    *actor.Props
+	spawning *entry
+	_        [24]byte // keep neighbouring shards' locks off one cache line
 }
 
 // entry is one key's lease actor as the router knows it.
@@ -215,24 +221,34 @@ func (r *router) drop(e *entry, pid *actor.PID) bool {
 
 // all counts one command for every actor, waking the sleeping leases, and
 // returns them (for Shutdown); with count false it returns the actors running
-// now, to be stopped.
+// now, to be stopped. The shards are visited from one goroutine per core:
+// waking a million sleeping leases spawns a million actors.
 func (r *router) all(count bool) []*actor.PID {
-	var out []*actor.PID
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.mu.Lock()
-		for _, e := range s.m {
-			if !count {
-				if e.pid != nil {
-					out = append(out, e.pid)
+	n := runtime.GOMAXPROCS(0)
+	parts := make([][]*actor.PID, n)
+	var wg sync.WaitGroup
+	for p := range n {
+		wg.Go(func() {
+			var out []*actor.PID
+			for i := p; i < routerShards; i += n {
+				s := &r.shards[i]
+				s.mu.Lock()
+				for _, e := range s.m {
+					if !count {
+						if e.pid != nil {
+							out = append(out, e.pid)
+						}
+					} else if pid := r.countLocked(e, routeWake); pid != nil {
+						out = append(out, pid)
+					}
 				}
-			} else if pid := r.countLocked(e, routeWake); pid != nil {
-				out = append(out, pid)
+				s.mu.Unlock()
 			}
-		}
-		s.mu.Unlock()
+			parts[p] = out
+		})
 	}
-	return out
+	wg.Wait()
+	return slices.Concat(parts...)
 }
 
 // holdings lists the current holdings, in no particular order.
