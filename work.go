@@ -187,17 +187,11 @@ func (l *Lease) sendRelease(e *ending) {
 // end (lost meanwhile), or for ctx to end.
 func (l *Lease) wait(ctx context.Context, e *ending) error {
 	select {
-	case <-e.sent:
-	case <-l.h.Context().Done():
-		if !l.works().sending(e) {
-			return nil // lost while the work ran: nothing left to release
+	case <-e.sent: // at once when no work ran: the holding's context is not made for it
+	default:
+		if done, err := l.waitSent(ctx, e); done {
+			return err
 		}
-		<-e.sent // ended by sendRelease, which is about to close sent
-	case <-ctx.Done():
-		if !l.works().sending(e) {
-			return ctx.Err()
-		}
-		<-e.sent // ctx may derive from the lease's context, which sendRelease ended
 	}
 	if e.reply == nil {
 		return nil
@@ -213,9 +207,26 @@ func (l *Lease) wait(ctx context.Context, e *ending) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-l.m.engine.Stopped():
-		return nil
 	}
+}
+
+// waitSent waits for e's release to be sent while work runs; done reports
+// that wait is to return err without waiting for the answer.
+func (l *Lease) waitSent(ctx context.Context, e *ending) (done bool, err error) {
+	select {
+	case <-e.sent:
+	case <-l.h.Context().Done():
+		if !l.works().sending(e) {
+			return true, nil // lost while the work ran: nothing left to release
+		}
+		<-e.sent // ended by sendRelease, which is about to close sent
+	case <-ctx.Done():
+		if !l.works().sending(e) {
+			return true, ctx.Err()
+		}
+		<-e.sent // ctx may derive from the lease's context, which sendRelease ended
+	}
+	return false, nil
 }
 
 // releasingErr is the cause that ends a work's context when the holding is
