@@ -8,6 +8,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -60,7 +61,7 @@ type leaseActor struct {
 	unconfirmed []*pendingRelease
 	unconfT     engine.TickTimer
 
-	inbox []messages.BackendResult // see immediate
+	inbox []protocol.BackendResult // see immediate
 }
 
 func newLeaseActor(e *engine.Engine, en *engine.Entry) actor.Actor {
@@ -81,7 +82,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.onStopping(ctx)
 		return
 	case *actor.Stopped:
-		ctx.Send(a.e.Registry(), &messages.LeaseStopped{PID: a.self})
+		ctx.Send(a.e.Registry(), &protocol.LeaseStopped{PID: a.self})
 		a.e.LeaseStopped()
 		return
 	case *stateQuery:
@@ -90,10 +91,10 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.maySleep()
 		return
 	case *messages.Acquire, *messages.CancelWait, *messages.Renew, *messages.StopRenewing,
-		*messages.Release, *messages.ReleaseNotice, *messages.HandOffNotice, *messages.Shutdown,
-		*messages.HoldTick:
+		*messages.Release, *protocol.ReleaseNotice, *protocol.HandOffNotice, *messages.Shutdown,
+		*protocol.HoldTick:
 		a.handled++ // a command through the router
-	case *messages.BackendResult:
+	case *protocol.BackendResult:
 		if m.Routed {
 			a.handled++ // the renewer's answer, through the router
 		}
@@ -109,7 +110,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	for {
 		for i := 0; i < len(a.inbox); i++ {
 			res := a.inbox[i]
-			a.inbox[i] = messages.BackendResult{}
+			a.inbox[i] = protocol.BackendResult{}
 			a.dispatch(ctx, &res)
 		}
 		a.inbox = a.inbox[:0]
@@ -166,11 +167,11 @@ func (a *leaseActor) whileOpen(ctx actor.Context, msg any) {
 		a.onAcquire(m)
 	case *messages.CancelWait:
 		a.dropWaiter(m.Ticket, context.Canceled)
-	case *messages.WaitTimeout:
+	case *protocol.WaitTimeout:
 		a.onWaitTimeout(m)
 	case *messages.Shutdown:
 		a.onShutdown(ctx)
-	case *messages.ReleaseRetryTick:
+	case *protocol.ReleaseRetryTick:
 		a.onReleaseRetryTick(m)
 	case *messages.Renew:
 		m.Reply <- messages.ErrStale
@@ -185,13 +186,13 @@ func (a *leaseActor) whileOpen(ctx actor.Context, msg any) {
 // queue behind it, and one-attempt Acquires wait for its answer.
 func (a *leaseActor) whileAcquiring(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
-	case *messages.BackendResult:
+	case *protocol.BackendResult:
 		if m.Op == backend.OpAcquire {
 			a.onAcquireResult(ctx, m)
 		}
-	case *messages.ReleaseNotice:
+	case *protocol.ReleaseNotice:
 		a.wake() // a refusal is retried at once
-	case *messages.HandOffNotice:
+	case *protocol.HandOffNotice:
 		a.onHandOff(ctx, m.HandOff) // the acquire picks it up
 	default:
 		a.whileOpen(ctx, msg)
@@ -202,13 +203,13 @@ func (a *leaseActor) whileAcquiring(ctx actor.Context, msg any) {
 // release notice or a hand-off notice.
 func (a *leaseActor) whilePolling(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
-	case *messages.RetryTick:
+	case *protocol.RetryTick:
 		if a.retryT.Fired(m.Gen) {
 			a.state = idle // settle sends the acquire
 		}
-	case *messages.ReleaseNotice:
+	case *protocol.ReleaseNotice:
 		a.wake()
-	case *messages.HandOffNotice:
+	case *protocol.HandOffNotice:
 		a.onHandOff(ctx, m.HandOff)
 	default:
 		a.whileOpen(ctx, msg)
@@ -226,11 +227,11 @@ func (a *leaseActor) whileHeld(ctx actor.Context, msg any) {
 		a.onStopRenewing(m)
 	case *messages.Release:
 		a.onRelease(ctx, m)
-	case *messages.BackendResult:
+	case *protocol.BackendResult:
 		if m.Op == backend.OpRenew {
 			a.onRenewResult(ctx, m) // of the renewal the renewer sent
 		}
-	case *messages.HoldTick:
+	case *protocol.HoldTick:
 		if a.clock.Fired(a.holdA, m.Gen) {
 			a.onHoldTick(ctx)
 		}
@@ -243,7 +244,7 @@ func (a *leaseActor) whileHeld(ctx actor.Context, msg any) {
 // behind it.
 func (a *leaseActor) whileRenewing(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
-	case *messages.BackendResult:
+	case *protocol.BackendResult:
 		if m.Op == backend.OpRenew {
 			a.onRenewResult(ctx, m)
 		}
@@ -253,7 +254,7 @@ func (a *leaseActor) whileRenewing(ctx actor.Context, msg any) {
 		a.onStopRenewing(m)
 	case *messages.Release:
 		a.onRelease(ctx, m)
-	case *messages.HoldTick:
+	case *protocol.HoldTick:
 		if a.clock.Fired(a.holdA, m.Gen) {
 			a.onHoldTick(ctx)
 		}
@@ -266,11 +267,11 @@ func (a *leaseActor) whileRenewing(ctx actor.Context, msg any) {
 // for its answer.
 func (a *leaseActor) whileReleasing(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
-	case *messages.BackendResult:
+	case *protocol.BackendResult:
 		if m.Op == backend.OpRelease {
 			a.onReleaseResult(m)
 		}
-	case *messages.HandOffNotice:
+	case *protocol.HandOffNotice:
 		a.onHandOff(ctx, m.HandOff) // the head's next acquire picks it up
 	default:
 		a.whileOpen(ctx, msg)
@@ -280,7 +281,7 @@ func (a *leaseActor) whileReleasing(ctx actor.Context, msg any) {
 // whileClosingAcquiring: Shutdown came during the head waiter's acquire; only
 // its answer matters now, and every command is answered at once.
 func (a *leaseActor) whileClosingAcquiring(ctx actor.Context, msg any) {
-	if m, ok := msg.(*messages.BackendResult); ok && m.Op == backend.OpAcquire {
+	if m, ok := msg.(*protocol.BackendResult); ok && m.Op == backend.OpAcquire {
 		a.onAcquireResult(ctx, m)
 		return
 	}
@@ -290,7 +291,7 @@ func (a *leaseActor) whileClosingAcquiring(ctx actor.Context, msg any) {
 // whileClosingReleasing: a release is in flight after Shutdown; only its
 // answer matters now, and every command is answered at once.
 func (a *leaseActor) whileClosingReleasing(msg any) {
-	if m, ok := msg.(*messages.BackendResult); ok && m.Op == backend.OpRelease {
+	if m, ok := msg.(*protocol.BackendResult); ok && m.Op == backend.OpRelease {
 		a.onReleaseResult(m)
 		return
 	}
@@ -314,7 +315,7 @@ func (a *leaseActor) whileClosed(msg any) {
 
 // onReleaseRetryTick makes the unconfirmed releases due (settle sends the
 // oldest when no ownership call is in flight).
-func (a *leaseActor) onReleaseRetryTick(m *messages.ReleaseRetryTick) {
+func (a *leaseActor) onReleaseRetryTick(m *protocol.ReleaseRetryTick) {
 	if a.unconfT.Fired(m.Gen) {
 		a.unconfDue = true
 	}
@@ -339,7 +340,7 @@ func (a *leaseActor) settle(ctx actor.Context) {
 	switch {
 	case a.state == closing:
 		a.state = closed
-		ctx.Send(a.e.Registry(), &messages.ShutdownDone{PID: a.self})
+		ctx.Send(a.e.Registry(), &protocol.ShutdownDone{PID: a.self})
 	case a.state != idle:
 	case len(a.waiters) == 0 && len(a.unconfirmed) == 0 && a.idleAt != a.handled:
 		// Nothing held, nobody waiting: the router's sweep may retire
@@ -351,7 +352,7 @@ func (a *leaseActor) settle(ctx actor.Context) {
 
 // call sends a backend call (or, for an Inline backend, makes it and
 // queues its result).
-func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
+func (a *leaseActor) call(ctx actor.Context, m protocol.BackendCall) {
 	a.seq++
 	m.Seq, m.ReplyTo = a.seq, a.self
 	if a.immediate {
@@ -363,6 +364,6 @@ func (a *leaseActor) call(ctx actor.Context, m messages.BackendCall) {
 
 // send hands m to the backend actor. (A function of its own, so that only
 // this path moves the call to the heap.)
-func (a *leaseActor) send(ctx actor.Context, m messages.BackendCall) {
+func (a *leaseActor) send(ctx actor.Context, m protocol.BackendCall) {
 	ctx.Send(a.e.Backend(), &m)
 }

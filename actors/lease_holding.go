@@ -9,6 +9,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -104,7 +105,7 @@ func (a *leaseActor) onStopRenewing(m *messages.StopRenewing) {
 func (a *leaseActor) startRenew(ctx actor.Context, ttl time.Duration, replies []chan<- error) {
 	c := a.cur
 	a.mayShorten(a.now, ttl)
-	a.call(ctx, messages.BackendCall{
+	a.call(ctx, protocol.BackendCall{
 		Call: backend.Call{Op: backend.OpRenew, Renew: backend.RenewRequest{
 			Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token, TTL: ttl,
 		}},
@@ -165,7 +166,7 @@ func (a *leaseActor) takeBackRenewal() {
 // renewer caps it at the batching delay.
 func (a *leaseActor) renewSlack() time.Duration { return a.cur.renewEvery / 10 }
 
-func (a *leaseActor) onRenewResult(ctx actor.Context, r *messages.BackendResult) {
+func (a *leaseActor) onRenewResult(ctx actor.Context, r *protocol.BackendResult) {
 	c := a.cur
 	if c != nil && a.state == held && r.Seq == c.next.Call.Seq {
 		// The answer to the renewal the renewer sent.
@@ -237,7 +238,7 @@ func (a *leaseActor) onHoldTick(ctx actor.Context) {
 // as the renewer moves it on. (Its renewals are the renewer's.)
 func (a *leaseActor) armHold() {
 	if a.holdA == nil {
-		a.holdA = engine.NewAlarm(a.entry, func(g uint64) any { return &messages.HoldTick{Gen: g} })
+		a.holdA = engine.NewAlarm(a.entry, func(g uint64) any { return &protocol.HoldTick{Gen: g} })
 	}
 	a.clock.ArmDeadline(a.holdA, a.cur.h)
 }
@@ -255,7 +256,7 @@ func (a *leaseActor) lose(ctx actor.Context, reason lease.Reason, cause error) e
 	}
 	a.cfg.Logger.Warn("leasehold: lease lost", "key", a.key, "token", c.h.Token, "err", cause)
 	a.cfg.Metrics.Lost(reason)
-	ctx.Send(a.e.Hub(), &messages.Publish{Event: lease.Lost{
+	ctx.Send(a.e.Hub(), &protocol.Publish{Event: lease.Lost{
 		Name: c.h.Name, Owner: c.h.Owner, Token: c.h.Token, Reason: reason, At: a.cfg.Time().Now(), Err: err,
 	}})
 	return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -58,14 +59,14 @@ func (a *leaseActor) sendRelease(ctx actor.Context, rel *releaseInFlight) {
 	} else {
 		a.state = releasing
 	}
-	a.call(ctx, messages.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
+	a.call(ctx, protocol.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
 		Key: a.key, Owner: a.cfg.Owner, Attempt: rel.p.attempt, Token: rel.p.token,
 	}}})
 	rel.seq = a.seq
 	a.rel = rel
 }
 
-func (a *leaseActor) onReleaseResult(r *messages.BackendResult) {
+func (a *leaseActor) onReleaseResult(r *protocol.BackendResult) {
 	if a.rel == nil || r.Seq != a.rel.seq {
 		return
 	}

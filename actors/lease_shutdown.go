@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -87,7 +88,7 @@ func (a *leaseActor) onStopping(ctx actor.Context) {
 			// A panic: the holding is lost, and its release sent without
 			// waiting for an answer.
 			a.end(fmt.Errorf("%w: lease %q (token %d): its actor stopped", messages.ErrLost, c.h.Name, c.h.Token), true)
-			ctx.Send(a.e.Backend(), &messages.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
+			ctx.Send(a.e.Backend(), &protocol.BackendCall{Call: backend.Call{Op: backend.OpRelease, Release: backend.ReleaseRequest{
 				Key: a.key, Owner: a.cfg.Owner, Attempt: c.h.Attempt, Token: c.h.Token,
 			}}})
 		}

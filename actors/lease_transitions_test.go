@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -237,7 +238,7 @@ func release(token uint64) event {
 
 func notice() event {
 	return event{"ReleaseNotice", func(r *leaseRig) error {
-		r.send(&messages.ReleaseNotice{Key: r.key})
+		r.send(&protocol.ReleaseNotice{Key: r.key})
 		return nil
 	}}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/engine"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -75,7 +76,7 @@ func (a *leaseActor) onAcquire(m *messages.Acquire) {
 	w := &waiter{m: m}
 	if m.Wait > 0 {
 		w.deadline = a.cfg.Time().Now().Add(m.Wait)
-		w.timer = engine.SendAfter(a.cfg.Time(), a.e.Root(), m.Wait, a.self, &messages.WaitTimeout{Ticket: m.Ticket})
+		w.timer = engine.SendAfter(a.cfg.Time(), a.e.Root(), m.Wait, a.self, &protocol.WaitTimeout{Ticket: m.Ticket})
 	}
 	a.waiters = append(a.waiters, w)
 }
@@ -104,13 +105,13 @@ func (a *leaseActor) startNext(ctx actor.Context) {
 		if a.cfg.Queue() && req.Wait {
 			req.Queue = a.queueRequest(w)
 		}
-		a.call(ctx, messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire, Acquire: req}, Ctx: w.m.Ctx})
+		a.call(ctx, protocol.BackendCall{Call: backend.Call{Op: backend.OpAcquire, Acquire: req}, Ctx: w.m.Ctx})
 		a.acq = acquireInFlight{seq: a.seq, sent: a.now}
 		return
 	}
 }
 
-func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResult) {
+func (a *leaseActor) onAcquireResult(ctx actor.Context, r *protocol.BackendResult) {
 	if r.Seq != a.acq.seq {
 		return
 	}
@@ -183,7 +184,7 @@ func (a *leaseActor) onAcquireResult(ctx actor.Context, r *messages.BackendResul
 			pickup = a.cfg.PickupWindow(m.TTL)
 		}
 		delay := engine.PollDelay(w.refusals, a.e.ReleasesWatched(), pickup, a.e.HandOffsWatched(), r.Grant.HolderExpiresIn)
-		a.retryT.ArmOn(a.cfg.Time(), a.e.Root(), delay, a.self, func(g uint64) any { return &messages.RetryTick{Gen: g} })
+		a.retryT.ArmOn(a.cfg.Time(), a.e.Root(), delay, a.self, func(g uint64) any { return &protocol.RetryTick{Gen: g} })
 		w.refusals++
 
 	default:
@@ -260,7 +261,7 @@ func acquireError(m *messages.Acquire, err error) error {
 	return fmt.Errorf("leasehold: acquire %q: %w", m.Name, err)
 }
 
-func (a *leaseActor) onWaitTimeout(m *messages.WaitTimeout) {
+func (a *leaseActor) onWaitTimeout(m *protocol.WaitTimeout) {
 	i := a.indexOf(m.Ticket)
 	if i < 0 || (i == 0 && a.state.acquireSent()) {
 		return // gone, or its attempt in flight decides

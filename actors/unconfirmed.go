@@ -5,7 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/internal/engine"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // pendingRelease is one release of one holding: the one in flight, or one
@@ -90,7 +90,7 @@ func (a *leaseActor) retryUnconfirmed(ctx actor.Context) bool {
 // than its TTL's end (when it is forgotten, and the actor may go idle).
 func (a *leaseActor) armReleaseRetry(p *pendingRelease) {
 	d := min(engine.ReleaseRetryDelay(p.tries), max(p.until.Sub(a.cfg.Time().Now()), 0))
-	a.unconfT.ArmOn(a.cfg.Time(), a.e.Root(), d, a.self, func(g uint64) any { return &messages.ReleaseRetryTick{Gen: g} })
+	a.unconfT.ArmOn(a.cfg.Time(), a.e.Root(), d, a.self, func(g uint64) any { return &protocol.ReleaseRetryTick{Gen: g} })
 }
 
 func (a *leaseActor) unconfirmedIndex(p *pendingRelease) int {

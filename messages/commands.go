@@ -82,12 +82,6 @@ type Release struct {
 	Reply chan<- error
 }
 
-// Subscribe adds a subscriber to the event hub.
-type Subscribe struct{ Sink *Sink }
-
-// Unsubscribe removes a subscriber; the hub closes it.
-type Unsubscribe struct{ Sink *Sink }
-
 // Shutdown (Manager.Close → registry → backend actor, then every lease
 // actor) ends the Manager's work: the backend actor cancels every call in
 // flight and runs the calls that follow under Ctx (Close's context, each call
@@ -109,6 +103,4 @@ func (*CancelWait) IgnoreDeadLetterLogging()   {}
 func (*Renew) IgnoreDeadLetterLogging()        {}
 func (*StopRenewing) IgnoreDeadLetterLogging() {}
 func (*Release) IgnoreDeadLetterLogging()      {}
-func (*Subscribe) IgnoreDeadLetterLogging()    {}
-func (*Unsubscribe) IgnoreDeadLetterLogging()  {}
 func (*Shutdown) IgnoreDeadLetterLogging()     {}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -100,7 +101,7 @@ func (a *backendActor) shard(key string) string {
 
 // send makes the call m, with the calls ready at the same moment on the same
 // shard when the backend batches. On the mailbox only.
-func (a *backendActor) send(m *messages.BackendCall) {
+func (a *backendActor) send(m *protocol.BackendCall) {
 	if a.queues == nil {
 		a.run(m)
 		return
@@ -154,7 +155,7 @@ func (a *backendActor) Receive(ctx actor.Context) {
 				}
 			})
 		}
-	case *messages.BackendCall:
+	case *protocol.BackendCall:
 		a.send(m)
 	case *messages.Shutdown:
 		a.onShutdown(m)
@@ -195,13 +196,13 @@ func (a *backendActor) onShutdown(m *messages.Shutdown) {
 }
 
 // run makes one call off the mailbox and answers it.
-func (a *backendActor) run(m *messages.BackendCall) {
+func (a *backendActor) run(m *protocol.BackendCall) {
 	calls := a.callsCtx()
 	a.exec(func() { a.reply(m, perform(a.cfg, calls, false, m)) })
 }
 
 // reply sends res to the lease actor that asked.
-func (a *backendActor) reply(m *messages.BackendCall, res messages.BackendResult) {
+func (a *backendActor) reply(m *protocol.BackendCall, res protocol.BackendResult) {
 	if m.ReplyTo != nil {
 		a.root.Send(m.ReplyTo, &res)
 	}
@@ -259,10 +260,10 @@ func (a *backendActor) bounded(fn func()) {
 // bounded by base (the backend actor's calls context) as well as by the
 // requester's context or deadline; Inline backends return at once, so
 // their calls skip that bookkeeping.
-func perform(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall) (res messages.BackendResult) {
+func perform(cfg *Config, base context.Context, immediate bool, m *protocol.BackendCall) (res protocol.BackendResult) {
 	b := cfg.Backend
 	c := &m.Call
-	res = messages.BackendResult{Seq: m.Seq, Op: c.Op}
+	res = protocol.BackendResult{Seq: m.Seq, Op: c.Op}
 	// A panicking backend is a bug, but not one that may take the process
 	// down or leave a lease actor without an answer: it becomes a failed call
 	// (an acquire is then cleaned up with a release, a renewal retried).
@@ -294,7 +295,7 @@ func perform(cfg *Config, base context.Context, immediate bool, m *messages.Back
 // context, a renewal by the lease's local deadline, a release by
 // releaseTimeout (cfg.releases); all of them by base. Inline backends never
 // wait, so their calls skip it.
-func callContext(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall, now time.Time) (context.Context, func()) {
+func callContext(cfg *Config, base context.Context, immediate bool, m *protocol.BackendCall, now time.Time) (context.Context, func()) {
 	if immediate {
 		if m.Ctx != nil {
 			return m.Ctx, func() {}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // renewBatch makes the renewals of one of the renewer's batches, one round
@@ -71,7 +71,7 @@ func (a *backendActor) renewGroup(batch []sentRenewal) {
 		}
 		if len(batch) == 1 {
 			n := &batch[0]
-			res := perform(a.cfg, calls, false, &messages.BackendCall{Seq: n.Seq, Deadline: n.Deadline,
+			res := perform(a.cfg, calls, false, &protocol.BackendCall{Seq: n.Seq, Deadline: n.Deadline,
 				Call: backend.Call{Op: backend.OpRenew, Renew: n.Renew}})
 			a.renewed(batch, []backend.RenewResult{{Grant: res.Grant, Err: res.Err}}, nil)
 			return

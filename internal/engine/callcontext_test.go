@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 type ctxKey struct{}
@@ -19,7 +19,7 @@ type ctxKey struct{}
 func TestAcquireOfACallerThatNeverGivesUpEndsWithBase(t *testing.T) {
 	base, cancel := context.WithCancel(context.Background())
 	caller := context.WithValue(context.Background(), ctxKey{}, "v")
-	m := &messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire}, Ctx: caller}
+	m := &protocol.BackendCall{Call: backend.Call{Op: backend.OpAcquire}, Ctx: caller}
 	ctx, done := callContext(&Config{}, base, false, m, time.Now())
 	defer done()
 	if got := ctx.Value(ctxKey{}); got != "v" {
@@ -60,7 +60,7 @@ func TestAcquireEndsWithItsCaller(t *testing.T) {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	caller, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-	m := &messages.BackendCall{Call: backend.Call{Op: backend.OpAcquire}, Ctx: caller}
+	m := &protocol.BackendCall{Call: backend.Call{Op: backend.OpAcquire}, Ctx: caller}
 	ctx, done := callContext(&Config{}, base, false, m, time.Now())
 	defer done()
 	if got := ctx.Value(ctxKey{}); got != "v" {
@@ -76,7 +76,7 @@ func TestAcquireEndsWithItsCaller(t *testing.T) {
 func TestReleasesShareTheirBound(t *testing.T) {
 	cfg := &Config{}
 	base, cancel := context.WithCancel(context.Background())
-	rel := &messages.BackendCall{Call: backend.Call{Op: backend.OpRelease}}
+	rel := &protocol.BackendCall{Call: backend.Call{Op: backend.OpRelease}}
 	t0 := time.Now()
 	first, _ := callContext(cfg, base, false, rel, t0)
 	d, ok := first.Deadline()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // coalescer, part of the backend actor, sends the calls that are ready at the
@@ -21,7 +21,7 @@ type coalescer struct {
 	a *backendActor
 
 	mu      sync.Mutex
-	queued  []*messages.BackendCall
+	queued  []*protocol.BackendCall
 	running int // round trips in flight
 
 	drainFn func() // drain, made once: exec takes a func
@@ -46,7 +46,7 @@ func newCoalescer(a *backendActor) *coalescer {
 const queueKeep = 2 * maxBatch
 
 // add queues m, and starts a round trip unless enough are in flight.
-func (q *coalescer) add(m *messages.BackendCall) {
+func (q *coalescer) add(m *protocol.BackendCall) {
 	q.mu.Lock()
 	q.queued = append(q.queued, m)
 	start := q.running < maxBatches
@@ -76,7 +76,7 @@ func (q *coalescer) drain() {
 			q.sendOne(m)
 			continue
 		}
-		batch := make([]*messages.BackendCall, n)
+		batch := make([]*protocol.BackendCall, n)
 		copy(batch, q.queued)
 		q.take(n)
 		q.mu.Unlock()
@@ -95,13 +95,13 @@ func (q *coalescer) take(n int) {
 }
 
 // sendOne makes the one call m, alone, and answers it.
-func (q *coalescer) sendOne(m *messages.BackendCall) {
+func (q *coalescer) sendOne(m *protocol.BackendCall) {
 	a := q.a
 	a.reply(m, perform(a.cfg, a.callsCtx(), false, m))
 }
 
 // send makes one round trip and answers every call in it.
-func (q *coalescer) send(batch []*messages.BackendCall) {
+func (q *coalescer) send(batch []*protocol.BackendCall) {
 	a := q.a
 	calls := a.callsCtx()
 	// A call whose caller has gone is not sent (its acquire would only be
@@ -110,7 +110,7 @@ func (q *coalescer) send(batch []*messages.BackendCall) {
 	sent := batch[:0:0]
 	for _, m := range batch {
 		if m.Ctx != nil && m.Ctx.Err() != nil {
-			a.reply(m, messages.BackendResult{Seq: m.Seq, Op: m.Call.Op, Err: m.Ctx.Err()})
+			a.reply(m, protocol.BackendResult{Seq: m.Seq, Op: m.Call.Op, Err: m.Ctx.Err()})
 			continue
 		}
 		live = append(live, m.Call)
@@ -126,7 +126,7 @@ func (q *coalescer) send(batch []*messages.BackendCall) {
 			c.Grant, c.Err = backend.Grant{}, err
 		}
 		a.cfg.observe(c.Op.String(), start, c.Err, m.Ctx)
-		a.reply(m, messages.BackendResult{Seq: m.Seq, Op: c.Op, Grant: c.Grant, Err: c.Err})
+		a.reply(m, protocol.BackendResult{Seq: m.Seq, Op: c.Op, Grant: c.Grant, Err: c.Err})
 	}
 }
 

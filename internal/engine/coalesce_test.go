@@ -9,7 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // batchStore answers every acquire, alone or in a batch, with a grant whose
@@ -48,9 +48,9 @@ func (s *batchStore) round(n int) {
 func TestCoalescerAnswersEveryQueuedCallOnce(t *testing.T) {
 	sys := actor.NewActorSystem()
 	defer sys.Shutdown()
-	results := make(chan messages.BackendResult, 1024)
+	results := make(chan protocol.BackendResult, 1024)
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if r, ok := c.Message().(*messages.BackendResult); ok {
+		if r, ok := c.Message().(*protocol.BackendResult); ok {
 			results <- *r
 		}
 	}))
@@ -63,7 +63,7 @@ func TestCoalescerAnswersEveryQueuedCallOnce(t *testing.T) {
 	q := newCoalescer(a)
 	const calls = maxBatches + 2*maxBatch + 7
 	for i := 1; i <= calls; i++ {
-		q.add(&messages.BackendCall{Seq: uint64(i), ReplyTo: pid, Ctx: context.Background(),
+		q.add(&protocol.BackendCall{Seq: uint64(i), ReplyTo: pid, Ctx: context.Background(),
 			Call: backend.Call{Op: backend.OpAcquire, Acquire: backend.AcquireRequest{Key: "k", TTL: time.Duration(i) * time.Millisecond}}})
 	}
 	close(store.gate)

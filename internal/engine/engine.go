@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -69,7 +70,7 @@ func Start(root *actor.RootContext, cfg *Config, newLease func(*Engine, *Entry) 
 	back := newBackendActor(cfg, root, e.notice, e.handOff, e.backDone, &e.backWG)
 	e.back = back
 	e.renewer = newRenewer(cfg.clock(), cfg.RenewBatchSize, cfg.RenewBatchDelay, back.renewBatch,
-		func(en *entry, res *messages.BackendResult) { e.sendTo(en, res) }, cfg.Metrics)
+		func(en *entry, res *protocol.BackendResult) { e.sendTo(en, res) }, cfg.Metrics)
 	back.renewed = e.renewer.answer
 	e.backend = root.Spawn(props(func() actor.Actor { return back }))
 	for i := range e.router.shards {
@@ -135,7 +136,7 @@ func (e *Engine) sendLive(key string, msg any) {
 // notice wakes the waiters of key, if it has a lease actor, and those of
 // its holdings under a limit above 1 (groups.go).
 func (e *Engine) notice(key string) {
-	m := &messages.ReleaseNotice{Key: key}
+	m := &protocol.ReleaseNotice{Key: key}
 	e.sendLive(key, m)
 	for _, route := range e.router.groups.routes(key) {
 		e.sendLive(route, m)
@@ -149,7 +150,7 @@ func (e *Engine) handOff(h backend.HandOff) {
 	if h.Owner != e.cfg.Owner {
 		return // not ours: another Manager's address collided with ours
 	}
-	m := &messages.HandOffNotice{HandOff: h}
+	m := &protocol.HandOffNotice{HandOff: h}
 	e.sendLive(h.Key, m)
 	for _, route := range e.router.groups.routes(h.Key) {
 		e.sendLive(route, m) // only the actor of h.Attempt takes it
@@ -157,8 +158,8 @@ func (e *Engine) handOff(h backend.HandOff) {
 }
 
 // Subscribe and Unsubscribe add and remove a subscriber of loss events.
-func (e *Engine) Subscribe(s *lease.Sink)   { e.root.Send(e.hub, &messages.Subscribe{Sink: s}) }
-func (e *Engine) Unsubscribe(s *lease.Sink) { e.root.Send(e.hub, &messages.Unsubscribe{Sink: s}) }
+func (e *Engine) Subscribe(s *lease.Sink)   { e.root.Send(e.hub, &protocol.Subscribe{Sink: s}) }
+func (e *Engine) Unsubscribe(s *lease.Sink) { e.root.Send(e.hub, &protocol.Unsubscribe{Sink: s}) }
 
 // Shutdown starts the end of the Manager's work (see messages.Shutdown).
 // From now on a lease actor that stops before it has handled it ends its

@@ -3,7 +3,7 @@ package engine
 import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // hub fans loss events out to subscribers. Delivery never blocks: a full
@@ -16,12 +16,12 @@ func newHub() actor.Actor { return &hub{sinks: map[*lease.Sink]struct{}{}} }
 
 func (h *hub) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.Subscribe:
+	case *protocol.Subscribe:
 		h.sinks[m.Sink] = struct{}{}
-	case *messages.Unsubscribe:
+	case *protocol.Unsubscribe:
 		delete(h.sinks, m.Sink)
 		m.Sink.Close()
-	case *messages.Publish:
+	case *protocol.Publish:
 		for s := range h.sinks {
 			s.Deliver(m.Event)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // A renewal answered more than half its slack late holds acquires back until
@@ -19,7 +19,7 @@ func TestPressureHoldsAcquiresWhileRenewalsGoLate(t *testing.T) {
 	clock := clocktest.New()
 	var sent []sentRenewal
 	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },
-		func(*entry, *messages.BackendResult) {}, nil)
+		func(*entry, *protocol.BackendResult) {}, nil)
 	t.Cleanup(r.stop)
 	t0 := clock.Now()
 	// goAt sends n, due at `at`, on time; answerAt answers it at `at`.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/leasehold/leasehold/internal/protocol"
 	"github.com/leasehold/leasehold/messages"
 )
 
@@ -32,7 +33,7 @@ func (r *registry) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
 		r.armSweep(ctx)
-	case *messages.SweepTick:
+	case *protocol.SweepTick:
 		if !r.sweepT.fired(m.Gen) || r.closing {
 			return
 		}
@@ -58,10 +59,10 @@ func (r *registry) Receive(ctx actor.Context) {
 		// Engine.Stop waits for it.
 		r.e.tellWG.Go(func() { forEachPID(pids, func(pid *actor.PID) { r.e.root.Send(pid, m) }) })
 		r.checkShutdown()
-	case *messages.ShutdownDone:
+	case *protocol.ShutdownDone:
 		delete(r.shutdownWait, m.PID.Id)
 		r.checkShutdown()
-	case *messages.LeaseStopped:
+	case *protocol.LeaseStopped:
 		// One that stopped on its own (a panic) is done too.
 		delete(r.shutdownWait, m.PID.Id)
 		r.checkShutdown()
@@ -74,7 +75,7 @@ func (r *registry) Receive(ctx actor.Context) {
 }
 
 func (r *registry) armSweep(ctx actor.Context) {
-	r.sweepT.arm(r.timers, idleSweep, ctx.Self(), func(g uint64) any { return &messages.SweepTick{Gen: g} })
+	r.sweepT.arm(r.timers, idleSweep, ctx.Self(), func(g uint64) any { return &protocol.SweepTick{Gen: g} })
 }
 
 func (r *registry) checkShutdown() {

@@ -7,7 +7,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // renewer owns the renewals a Manager makes on its own: the automatic ones,
@@ -43,7 +43,7 @@ import (
 // it itself at that moment; its answer goes to the actor.
 type renewer struct {
 	send    func(batch []sentRenewal)                    // to the backend, whose answers come to answer
-	reply   func(to *entry, res *messages.BackendResult) // Engine.sendTo
+	reply   func(to *entry, res *protocol.BackendResult) // Engine.sendTo
 	metrics *Metrics
 	size    int           // renewals per batch, at most
 	window  time.Duration // the most any renewal may go early
@@ -149,7 +149,7 @@ func (n *renewal) sending() sentRenewal {
 // no round trip to share. send must not block (the backend makes the round
 // trip on a goroutine of its own and hands the answers to answer); reply
 // gives an answer to a lease actor.
-func newRenewer(clock clock.Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*entry, *messages.BackendResult), metrics *Metrics) *renewer {
+func newRenewer(clock clock.Clock, size int, window time.Duration, send func([]sentRenewal), reply func(*entry, *protocol.BackendResult), metrics *Metrics) *renewer {
 	if size <= 0 {
 		size = DefaultRenewBatchSize
 	}
@@ -434,7 +434,7 @@ func (r *renewer) answer(batch []sentRenewal, results []backend.RenewResult, err
 		r.metrics.renewed(true)
 	}
 	for _, i := range forward {
-		res := messages.BackendResult{Seq: batch[i].Seq, Op: backend.OpRenew, Err: err, Routed: true}
+		res := protocol.BackendResult{Seq: batch[i].Seq, Op: backend.OpRenew, Err: err, Routed: true}
 		if err == nil {
 			res.Grant, res.Err = results[i].Grant, results[i].Err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/clock/clocktest"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // sink collects what a renewer sends.
@@ -170,9 +170,9 @@ func TestRenewerSendsTheRenewalThatSetsOffACompaction(t *testing.T) {
 func TestRenewerConfirmsItselfAndForwardsTheRest(t *testing.T) {
 	clock := clocktest.New()
 	var sent []sentRenewal
-	var replies []messages.BackendResult
+	var replies []protocol.BackendResult
 	r := newRenewer(clock, 10, time.Millisecond, func(b []sentRenewal) { sent = b },
-		func(_ *entry, res *messages.BackendResult) { replies = append(replies, *res) }, nil)
+		func(_ *entry, res *protocol.BackendResult) { replies = append(replies, *res) }, nil)
 	t.Cleanup(r.stop)
 	const ttl, every = 3 * time.Second, time.Second
 	h := lease.NewHolding("a", "a", "me", "x", "", 7, time.Time{}, clock.Now)

@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/backend"
 	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/lease"
-	"github.com/leasehold/leasehold/messages"
+	"github.com/leasehold/leasehold/internal/protocol"
 )
 
 // What the lease actor (package actors) uses of the engine, all in one place:
@@ -137,7 +137,7 @@ func (m *Metrics) HandedOff(byNotice bool)        { m.handedOff(byNotice) }
 
 // Perform makes the backend call m right here (an Inline backend's call,
 // made by the lease actor itself) and returns its result.
-func Perform(cfg *Config, base context.Context, immediate bool, m *messages.BackendCall) messages.BackendResult {
+func Perform(cfg *Config, base context.Context, immediate bool, m *protocol.BackendCall) protocol.BackendResult {
 	return perform(cfg, base, immediate, m)
 }
 

@@ -1,7 +1,8 @@
-package messages
+package protocol
 
 import (
 	"github.com/leasehold/leasehold/backend"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // ReleaseNotice (backend actor → lease actor, routed by key) says some owner, in
@@ -15,10 +16,10 @@ type ReleaseNotice struct{ Key string }
 type HandOffNotice struct{ HandOff backend.HandOff }
 
 // Publish (lease actor → event hub) hands a loss to every subscriber.
-type Publish struct{ Event Lost }
+type Publish struct{ Event lease.Lost }
 
 // IgnoreDeadLetterLogging marks the message as expected at a stopped actor
-// (see the protocol's commands).
+// (see the package doc).
 func (*ReleaseNotice) IgnoreDeadLetterLogging() {}
 func (*HandOffNotice) IgnoreDeadLetterLogging() {}
 func (*Publish) IgnoreDeadLetterLogging()       {}

@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"context"
@@ -44,6 +44,6 @@ type BackendResult struct {
 }
 
 // IgnoreDeadLetterLogging marks the message as expected at a stopped actor
-// (see the protocol's commands).
+// (see the package doc).
 func (*BackendCall) IgnoreDeadLetterLogging()   {}
 func (*BackendResult) IgnoreDeadLetterLogging() {}

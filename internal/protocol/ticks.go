@@ -1,4 +1,6 @@
-package messages
+package protocol
+
+import "github.com/leasehold/leasehold/internal/lease"
 
 // Timer ticks a lease actor sends itself (scheduler.SendOnce). Gen is the
 // generation the timer was armed with; a tick from a timer that was cancelled
@@ -17,10 +19,10 @@ type RetryTick struct{ Gen uint64 }
 type ReleaseRetryTick struct{ Gen uint64 }
 
 // WaitTimeout: the wait of the Acquire behind Ticket has run out.
-type WaitTimeout struct{ Ticket *Ticket }
+type WaitTimeout struct{ Ticket *lease.Ticket }
 
 // IgnoreDeadLetterLogging marks the message as expected at a stopped actor
-// (see the protocol's commands).
+// (see the package doc).
 func (*HoldTick) IgnoreDeadLetterLogging()         {}
 func (*RetryTick) IgnoreDeadLetterLogging()        {}
 func (*WaitTimeout) IgnoreDeadLetterLogging()      {}
