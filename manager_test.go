@@ -315,6 +315,21 @@ func TestConcurrentClose(t *testing.T) {
 	wg.Wait()
 }
 
+// watchedManager returns a Manager on a memory store in an actor system of
+// the test's own, so that the test can watch the lease actors; both end with
+// the test.
+func watchedManager(t *testing.T) (*memory.Backend, *actor.ActorSystem, *leasehold.Manager) {
+	b := memory.New()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	m, err := leasehold.New(b, leasehold.WithActorSystem(sys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return b, sys, m
+}
+
 func heapInUse() uint64 {
 	var ms runtime.MemStats
 	for range 3 {
@@ -336,15 +351,7 @@ func TestMemoryFollowsLiveLeases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 20,000 leases")
 	}
-	b := memory.New()
-	// A system of the test's own, so that it can watch the lease actors.
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	m, err := leasehold.New(b, leasehold.WithActorSystem(sys))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(context.Background())
+	b, sys, m := watchedManager(t)
 	ctx := context.Background()
 	// Warm up once so that pools and one-off structures exist before the baseline.
 	l, err := m.Acquire(ctx, "warm-up")

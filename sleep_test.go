@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/backend/memory"
 )
 
 // TestHeldLeasesSleepAndWake: leases held with nothing to do lose their
@@ -20,15 +17,9 @@ import (
 // the store takes away is lost and told; a sleeping lease's Release, Renew
 // and StopRenewing work as a running one's; Close releases every one.
 func TestHeldLeasesSleepAndWake(t *testing.T) {
-	b := memory.New()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	m, err := leasehold.New(b, leasehold.WithActorSystem(sys))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(context.Background())
+	b, sys, m := watchedManager(t)
 	ctx := context.Background()
+	var err error
 	before := map[string]bool{}
 	for _, id := range actorIDs(sys) {
 		before[id] = true
