@@ -25,9 +25,12 @@ import (
 // contention can keep its mailbox busy for long; a deliverer caught so delays
 // only the ticks it was given, not the timer, and the other deliverers go on.
 //
-// An alarm is owned by one actor, which arms and stops it from its Receive; the
-// tick it gets carries the generation of the arming, so a tick from an arming
-// that was replaced while it was on its way is told apart (as with timer).
+// An alarm is owned by one lease, whose actor arms and stops it from its
+// Receive; its tick goes to the lease's router entry, which wakes the lease
+// if it sleeps (a sleeping lease keeps its alarm, and the actor that wakes it
+// takes it up). The tick carries the generation of the arming, so a tick from
+// an arming that was replaced while it was on its way is told apart (as with
+// timer).
 type alarms struct {
 	clock   clock.Clock
 	deliver func(to *entry, msg any) // Engine.sendTo
@@ -53,7 +56,7 @@ type tick struct {
 // deliverers is how many goroutines of one alarm heap send its ticks.
 const deliverers = 4
 
-// alarm is one actor's deadline in alarms.
+// alarm is one lease's deadline in alarms.
 // (Its fields are packed to 64 bytes: every lease held has one.)
 type alarm struct {
 	at    time.Time

@@ -2,13 +2,13 @@ package protocol
 
 import "github.com/leasehold/leasehold/internal/lease"
 
-// Timer ticks a lease actor sends itself (scheduler.SendOnce). Gen is the
-// generation the timer was armed with; a tick from a timer that was cancelled
-// or re-armed since carries an older generation and is ignored, so a late tick
-// can never act on newer state.
+// Timer ticks of a lease actor (its own scheduler.SendOnce timers, and its
+// holding's alarm). Gen is the generation the timer was armed with; a tick
+// from a timer that was cancelled or re-armed since carries an older
+// generation and is ignored, so a late tick can never act on newer state.
 
-// HoldTick: the holding's local deadline (its renewals are the renewer's;
-// see RenewBatch).
+// HoldTick (alarms → lease actor, routed: it wakes a sleeping lease): the
+// holding's local deadline came unrenewed (its renewals are the renewer's).
 type HoldTick struct{ Gen uint64 }
 
 // RetryTick: time for the head waiter to try again (poll backoff, bounded by
