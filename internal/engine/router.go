@@ -57,11 +57,15 @@ const routerShards = 64
 type routerShard struct {
 	mu sync.Mutex
 	m  map[string]*entry
+	// awake lists the entries that have had an actor since the last sweep
+	// (each once, entry.listed), for the sweep to visit: it would cost a
+	// core's fifth to walk a million sleeping leases twice a second.
+	awake []*entry
 	// props spawns the shard's lease actors; spawning is the entry being
 	// spawned, for its producer (both the engine's: Engine.spawnLease).
 	props    *actor.Props
 	spawning *entry
-	_        [24]byte // keep neighbouring shards' locks off one cache line
+	_        [8]byte // 64 bytes: neighbouring shards' locks on lines of their own
 }
 
 // entry is one key's lease actor as the router knows it.
@@ -70,6 +74,7 @@ type entry struct {
 	// grouped: key is a holding's under a limit above 1, which serves the
 	// store key before its NUL (groups.go).
 	grouped bool
+	listed  bool // in its shard's awake list (under the shard lock)
 	pid     *actor.PID
 	// sent counts the commands routed to the actor (changed under the shard
 	// lock; groups.routes reads it without); mark is the sent count at the
@@ -126,11 +131,12 @@ func (r *router) route(key string, mode routeMode) *actor.PID {
 		_, e.grouped = storeKey(key)
 		e.pid = r.spawn(e)
 		s.m[key] = e
+		s.list(e)
 		if e.grouped {
 			r.groups.add(e)
 		}
 	}
-	pid := r.countLocked(e, mode)
+	pid := r.countLocked(s, e, mode)
 	s.mu.Unlock()
 	return pid
 }
@@ -143,20 +149,22 @@ func (r *router) routeTo(e *entry, mode routeMode) *actor.PID {
 	s.mu.Lock()
 	var pid *actor.PID
 	if s.m[e.key] == e {
-		pid = r.countLocked(e, mode)
+		pid = r.countLocked(s, e, mode)
 	}
 	s.mu.Unlock()
 	return pid
 }
 
 // countLocked wakes e's lease if it sleeps and mode allows, and counts a
-// command for its actor, which it returns (nil: none counted).
-func (r *router) countLocked(e *entry, mode routeMode) *actor.PID {
+// command for its actor, which it returns (nil: none counted). s is e's
+// shard, locked.
+func (r *router) countLocked(s *routerShard, e *entry, mode routeMode) *actor.PID {
 	if e.pid == nil {
 		if mode == routeLive || r.stopped.Load() {
 			return nil
 		}
 		e.pid = r.spawn(e) // its actor takes up e.sleeper
+		s.list(e)
 	}
 	e.sent.Add(1)
 	return e.pid
@@ -171,25 +179,35 @@ func (r *router) sweep() []*actor.PID {
 	for i := range r.shards {
 		s := &r.shards[i]
 		s.mu.Lock()
-		for key, e := range s.m {
+		kept := s.awake[:0]
+		for _, e := range s.awake {
 			switch {
-			case e.pid == nil: // asleep
+			case s.m[e.key] != e || e.pid == nil: // gone, or asleep
+				e.listed = false
+				continue
 			case e.idleAt.Load() != e.sent.Load():
 				e.mark = 0
 			case e.mark == e.sent.Load()+1: // idle for a whole sweep period
 				retired = append(retired, e.pid)
-				e.mark = 0
+				e.mark, e.listed = 0, false
 				if e.sleeper != nil {
 					e.pid = nil
 					continue
 				}
-				delete(s.m, key)
+				delete(s.m, e.key)
 				if e.grouped {
 					r.groups.remove(e)
 				}
+				continue
 			default:
 				e.mark = e.sent.Load() + 1
 			}
+			kept = append(kept, e)
+		}
+		clear(s.awake[len(kept):])
+		s.awake = kept
+		if cap(s.awake) > 2*len(s.awake)+64 {
+			s.awake = slices.Clip(slices.Clone(s.awake)) // let a burst's array go
 		}
 		if len(s.m) == 0 {
 			s.m = map[string]*entry{} // Go maps never shrink
@@ -197,6 +215,14 @@ func (r *router) sweep() []*actor.PID {
 		s.mu.Unlock()
 	}
 	return retired
+}
+
+// list adds e, which has an actor now, to the awake list (s locked).
+func (s *routerShard) list(e *entry) {
+	if !e.listed {
+		e.listed = true
+		s.awake = append(s.awake, e)
+	}
 }
 
 // drop forgets e if it is still key's entry and pid its actor (which stopped
@@ -238,7 +264,7 @@ func (r *router) all(count bool) []*actor.PID {
 						if e.pid != nil {
 							out = append(out, e.pid)
 						}
-					} else if pid := r.countLocked(e, routeWake); pid != nil {
+					} else if pid := r.countLocked(s, e, routeWake); pid != nil {
 						out = append(out, pid)
 					}
 				}

@@ -33,6 +33,9 @@ func TestSleepingEntries(t *testing.T) {
 	if got := r.sweep(); len(got) != 0 {
 		t.Fatalf("a sweep stopped %v of a sleeping lease", got)
 	}
+	if n := len(r.shard("k").awake); n != 0 {
+		t.Fatalf("the sweep still visits %d entries of a shard whose only lease sleeps", n)
+	}
 	if len(r.all(false)) != 0 {
 		t.Fatal("Stop would stop a sleeping lease's actor")
 	}
@@ -45,6 +48,9 @@ func TestSleepingEntries(t *testing.T) {
 	second := r.routeTo(e, routeWake)
 	if second == nil || second == first || took[1] != "what the actor left" || e.sent.Load() != 2 {
 		t.Fatalf("woken: %v (was %v), took %v, sent %d", second, first, took, e.sent.Load())
+	}
+	if aw := r.shard("k").awake; len(aw) != 1 || aw[0] != e {
+		t.Fatalf("a woken lease is not for the sweep to visit: %v", aw)
 	}
 	// Asleep again; Shutdown wakes it (its count), after Stop nothing does.
 	e.Sleep(e.sent.Load(), "again")
