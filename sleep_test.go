@@ -27,7 +27,10 @@ func TestHeldLeasesSleepAndWake(t *testing.T) {
 	const n = 40
 	ls := make([]*leasehold.Lease, n)
 	for i := range ls {
-		if ls[i], err = m.Acquire(ctx, fmt.Sprint("sleeper-", i), leasehold.WithTTL(time.Second)); err != nil {
+		// A TTL far longer than the renewal period: a renewal made late by
+		// a loaded machine is still in time, and loses nothing.
+		if ls[i], err = m.Acquire(ctx, fmt.Sprint("sleeper-", i), leasehold.WithTTL(10*time.Second),
+			leasehold.WithRenewEvery(200*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 	}

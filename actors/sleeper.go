@@ -26,10 +26,11 @@ type sleeper struct {
 // is held with nothing in flight, nobody waiting and nothing due, and has
 // handled a command since it last reported itself.
 func (a *leaseActor) maySleep() {
+	// (Held, the actor has a current holding and its armed alarm.)
 	c := a.cur
-	if a.state != held || a.idleAt == a.handled || c == nil || c.own != nil ||
+	if a.state != held || a.idleAt == a.handled || c.own != nil ||
 		len(a.waiters) > 0 || len(a.observers) > 0 || len(a.unconfirmed) > 0 ||
-		a.rel != nil || len(a.inbox) > 0 || a.holdA == nil {
+		a.rel != nil || len(a.inbox) > 0 {
 		return
 	}
 	a.idleAt = a.handled

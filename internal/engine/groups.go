@@ -56,10 +56,11 @@ func (g *groups) add(e *entry) {
 	if g.m == nil {
 		g.m = map[string]map[*entry]struct{}{}
 	}
-	set := g.m[e.storeKey()]
+	key := e.storeKey()
+	set := g.m[key]
 	if set == nil {
 		set = map[*entry]struct{}{}
-		g.m[e.storeKey()] = set
+		g.m[key] = set
 	}
 	set[e] = struct{}{}
 	g.mu.Unlock()

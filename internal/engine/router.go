@@ -123,7 +123,7 @@ func (r *router) route(key string, mode routeMode) *actor.PID {
 	s.mu.Lock()
 	e := s.m[key]
 	if e == nil {
-		if mode != routeSpawn || r.closing.Load() || r.stopped.Load() {
+		if mode != routeSpawn || r.closing.Load() { // (Stop sets closing too)
 			s.mu.Unlock()
 			return nil
 		}
